@@ -1,0 +1,140 @@
+"""The one error tree of memoryd.
+
+Every error memoryd raises on purpose is a :class:`MemorydError` with a stable ``code``.
+The socket server turns any of them into one JSON-RPC error shape (``error.data.code``),
+the CLI maps codes to exit statuses in one function, and nothing below the CLI prints or
+exits.
+
+    MemorydError                      code
+    ├── ConfigError                   config_invalid
+    ├── InvalidParams                 invalid_params
+    ├── WorkspaceNotFound             workspace_not_found
+    ├── PathOutsideMemory             path_outside_memory
+    ├── NotFound                      not_found
+    ├── ModelNotConfigured            model_not_configured
+    ├── ModelError                    model_error
+    │   └── EmbeddingError            embedding_error
+    ├── LockHeld                      lock_held
+    ├── Busy                          busy
+    ├── StorageError                  storage_error
+    │   └── IndexCorrupt              index_corrupt
+    ├── AgentConfigError              agent_config_invalid
+    ├── ActorUnavailable              actor_unavailable
+    └── DaemonNotRunning              daemon_not_running   (client side only)
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class MemorydError(Exception):
+    """Base of every error memoryd raises on purpose."""
+
+    code: ClassVar[str] = "internal_error"
+
+    def __init__(self, message: str, **data: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.data: dict[str, Any] = data
+
+    def __str__(self) -> str:
+        return self.message
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``error.data`` payload of a JSON-RPC error reply."""
+        return {"code": self.code, **self.data}
+
+
+class ConfigError(MemorydError):
+    """A configuration key is unknown or has a bad value; the message names the dotted key."""
+
+    code = "config_invalid"
+
+    def __init__(self, message: str, *, key: str | None = None, **data: Any) -> None:
+        super().__init__(message, **({"key": key} if key else {}), **data)
+        self.key = key
+
+
+class InvalidParams(MemorydError):
+    """A request's parameters are missing or of the wrong type."""
+
+    code = "invalid_params"
+
+
+class WorkspaceNotFound(MemorydError):
+    """The named workspace directory does not exist or is not a directory."""
+
+    code = "workspace_not_found"
+
+
+class PathOutsideMemory(MemorydError):
+    """A client path would leave the memory root or the workspace's own files."""
+
+    code = "path_outside_memory"
+
+
+class NotFound(MemorydError):
+    """A named thing (file, session, persona …) does not exist."""
+
+    code = "not_found"
+
+
+class ModelNotConfigured(MemorydError):
+    """The operation needs a chat model and none is configured."""
+
+    code = "model_not_configured"
+
+
+class ModelError(MemorydError):
+    """A model endpoint failed, timed out or answered something unusable."""
+
+    code = "model_error"
+
+
+class EmbeddingError(ModelError):
+    """An embedding provider failed, timed out or answered something unusable."""
+
+    code = "embedding_error"
+
+
+class LockHeld(MemorydError):
+    """A DreamLock is held by a live process."""
+
+    code = "lock_held"
+
+
+class Busy(MemorydError):
+    """The operation is already running (e.g. a flush of the same session)."""
+
+    code = "busy"
+
+
+class StorageError(MemorydError):
+    """A file or database operation failed (disk full, I/O error …)."""
+
+    code = "storage_error"
+
+
+class IndexCorrupt(StorageError):
+    """The SQLite index failed its integrity check."""
+
+    code = "index_corrupt"
+
+
+class AgentConfigError(MemorydError):
+    """An agent definition, role or persona is invalid; the message names file and field."""
+
+    code = "agent_config_invalid"
+
+
+class ActorUnavailable(MemorydError):
+    """A workspace's actor is failing and being restarted with backoff."""
+
+    code = "actor_unavailable"
+
+
+class DaemonNotRunning(MemorydError):
+    """No daemon answers on the socket (client side)."""
+
+    code = "daemon_not_running"
