@@ -1,0 +1,414 @@
+"""The scoring core of hybrid search (SPEC §5 steps 4–6): merge, decay, boost, filter, MMR."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from memoryd.core.ranking import (
+    Candidate,
+    Ranked,
+    RankParams,
+    access_boost,
+    cosine_from_l2,
+    decay_factor,
+    is_content_free,
+    merge,
+    mmr,
+    normalize_bm25,
+    rank,
+    snippet_tokens,
+    vector_only_score,
+)
+from memoryd.core.templates import global_template, workspace_template
+
+NOW = 1_750_000_000.0
+DAY = 86_400.0
+
+unit = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
+
+
+def cand(
+    chunk_id: str,
+    *,
+    text: str | None = None,
+    source: str = "workspace",
+    bm25: float | None = None,
+    distance: float | None = None,
+    age_days: float | None = None,
+    access_count: int = 0,
+) -> Candidate:
+    return Candidate(
+        chunk_id=chunk_id,
+        path="widgets-7d43613e/MEMORY.md",
+        start_line=1,
+        end_line=3,
+        heading="Notes",
+        text=text if text is not None else f"## Notes\nfact number {chunk_id}\n",
+        source=source,
+        chunk_time=None if age_days is None else NOW - age_days * DAY,
+        access_count=access_count,
+        bm25=bm25,
+        distance=distance,
+    )
+
+
+def l2_for_cosine(cosine: float) -> float:
+    """The unit-vector L2 distance whose cosine is ``cosine``."""
+    return math.sqrt(2.0 * (1.0 - cosine))
+
+
+def ids(results: list[Ranked]) -> list[str]:
+    return [r.candidate.chunk_id for r in results]
+
+
+# --- normalise and merge ------------------------------------------------------------------
+
+
+@given(fts=unit, vec=unit, text_weight=unit, vector_weight=unit)
+def test_merged_score_never_below_keyword_score(
+    fts: float, vec: float, text_weight: float, vector_weight: float
+) -> None:
+    merged = merge(fts, vec, text_weight, vector_weight)
+    assert merged >= fts
+    assert 0.0 <= merged <= 1.0
+
+
+def test_merge_uses_weights_when_vectors_help() -> None:
+    assert merge(0.5, 1.0, 0.3, 0.7) == pytest.approx(0.85)
+    assert merge(0.9, 0.0, 0.3, 0.7) == pytest.approx(0.9)  # the max keeps the keyword score
+    assert merge(0.4, None, 0.3, 0.7) == pytest.approx(0.4)
+    assert merge(None, None, 0.3, 0.7) == 0.0
+
+
+@given(st.lists(st.floats(min_value=-1e6, max_value=1e6, allow_nan=False), min_size=1))
+def test_normalize_bm25_in_unit_range_with_best_one(values: list[float]) -> None:
+    normalized = normalize_bm25(values)
+    assert len(normalized) == len(values)
+    assert all(0.0 <= n <= 1.0 for n in normalized)
+    best = min(range(len(values)), key=values.__getitem__)  # bm25: lower is better
+    assert normalized[best] == 1.0
+    # Order is preserved: a better raw value never normalises lower.
+    for i in range(len(values)):
+        for j in range(len(values)):
+            if values[i] <= values[j]:
+                assert normalized[i] >= normalized[j]
+
+
+def test_normalize_bm25_keeps_proportions() -> None:
+    assert normalize_bm25([-8.0, -4.0, -2.0]) == [1.0, 0.5, 0.25]
+    assert normalize_bm25([]) == []
+
+
+def test_cosine_from_l2_on_unit_vectors() -> None:
+    assert cosine_from_l2(0.0) == 1.0
+    assert cosine_from_l2(math.sqrt(2.0)) == pytest.approx(0.0)  # orthogonal
+    assert cosine_from_l2(2.0) == 0.0  # opposite: clamped, never negative
+    assert cosine_from_l2(l2_for_cosine(0.8)) == pytest.approx(0.8)
+
+
+def test_vector_only_scaling() -> None:
+    assert vector_only_score(0.8) == pytest.approx(0.6)
+    assert vector_only_score(0.6) == pytest.approx(0.2)
+    assert vector_only_score(0.3) == 0.0
+    assert vector_only_score(1.0) == 1.0
+
+
+def test_strong_vector_only_hit_passes_default_min_score_weak_one_does_not() -> None:
+    strong = cand("strong", distance=l2_for_cosine(0.8))
+    weak = cand("weak", distance=l2_for_cosine(0.6))
+    results = rank([strong, weak], RankParams(), NOW)
+    assert ids(results) == ["strong"]
+    assert results[0].relevance == pytest.approx(0.6)
+
+
+def test_keyword_and_vector_hits_of_one_chunk_are_combined() -> None:
+    keyword = cand("a", bm25=-5.0)
+    vector = cand("a", distance=l2_for_cosine(0.9))
+    other = cand("b", bm25=-10.0)
+    results = rank([keyword, other, vector], RankParams(), NOW)
+    assert sorted(ids(results)) == ["a", "b"]
+    (a,) = (r for r in results if r.candidate.chunk_id == "a")
+    assert a.candidate.bm25 == -5.0
+    assert a.candidate.distance == pytest.approx(l2_for_cosine(0.9))
+    assert a.relevance == pytest.approx(0.3 * 0.5 + 0.7 * 0.9)
+
+
+# --- decay, weights, boost ----------------------------------------------------------------
+
+
+def test_decay_halves_at_one_half_life() -> None:
+    assert decay_factor(30.0, 30.0) == pytest.approx(0.5)
+    assert decay_factor(60.0, 30.0) == pytest.approx(0.25)
+    assert decay_factor(0.0, 30.0) == 1.0
+    assert decay_factor(400.0, 0.0) == 1.0  # half-life 0 = no decay
+    assert decay_factor(-5.0, 30.0) == 1.0  # a chunk from the future is fresh
+
+
+@pytest.mark.parametrize("source", ["session", "workspace", "global"])
+def test_only_session_chunks_decay(source: str) -> None:
+    old = cand("old", source=source, bm25=-5.0, age_days=30.0)
+    (result,) = rank([old], RankParams(), NOW)
+    assert result.relevance == 1.0
+    expected = 0.5 if source == "session" else 1.0
+    assert result.score == pytest.approx(expected)
+
+
+def test_session_chunk_without_time_does_not_decay() -> None:
+    (result,) = rank([cand("s", source="session", bm25=-5.0)], RankParams(), NOW)
+    assert result.score == pytest.approx(1.0)
+
+
+def test_decay_orders_session_chunks_by_age() -> None:
+    old = cand("old", source="session", bm25=-5.0, age_days=90.0)
+    new = cand("new", source="session", bm25=-5.0, age_days=1.0)
+    assert ids(rank([old, new], RankParams(), NOW)) == ["new", "old"]
+
+
+def test_old_session_chunk_that_is_the_only_relevant_hit_is_returned() -> None:
+    old = cand("old", source="session", bm25=-3.0, age_days=365.0)
+    irrelevant = cand("weak", source="workspace", distance=l2_for_cosine(0.55))
+    results = rank([old, irrelevant], RankParams(), NOW)
+    assert ids(results) == ["old"]
+    assert results[0].relevance == 1.0
+    assert results[0].reported_score < 0.01  # decayed score orders; it does not filter
+
+
+def test_access_boost_orders_two_otherwise_equal_chunks() -> None:
+    used = cand("b-used", bm25=-5.0, access_count=10)
+    unused = cand("a-unused", bm25=-5.0, access_count=0)
+    results = rank([unused, used], RankParams(), NOW)
+    assert ids(results) == ["b-used", "a-unused"]
+    assert results[0].score == pytest.approx(1.0 + 0.05 * math.log(11))
+    assert results[0].reported_score == 1.0  # reported score is clamped, ordering is not
+    assert access_boost(0) == 1.0
+
+
+def test_source_weight_multiplies_score_but_min_score_is_on_relevance() -> None:
+    params = RankParams(source_weights={"global": 1.0, "workspace": 1.0, "session": 0.0})
+    session = cand("session", source="session", bm25=-10.0)
+    workspace = cand("workspace", source="workspace", bm25=-5.0)
+    results = rank([session, workspace], params, NOW)
+    assert ids(results) == ["workspace", "session"]
+    assert results[1].score == 0.0
+    assert results[1].relevance == 1.0
+    # With equal weights the stronger session hit is first again.
+    assert ids(rank([session, workspace], RankParams(), NOW)) == ["session", "workspace"]
+
+
+# --- content-free chunks ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "   \n\t\n",
+        "<!-- memoryd: nothing here yet -->\n",
+        "<!-- one -->\n\n<!--\nmulti\nline\n-->\n",
+        "<!-- never closed\nstill a comment\n",
+        global_template(),
+        workspace_template("widgets"),
+        "<!-- note -->\n" + workspace_template("widgets"),
+    ],
+)
+def test_content_free_text(text: str) -> None:
+    assert is_content_free(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["## Use pnpm", "## Use pnpm\n", "<!-- c -->\n## Use pnpm\n", "# Global memory\n\nreal"],
+)
+def test_text_with_content(text: str) -> None:
+    assert not is_content_free(text)
+
+
+def test_comment_and_scaffold_chunks_are_never_returned_but_heading_only_is() -> None:
+    candidates = [
+        cand("comment", text="<!-- todo -->\n", bm25=-20.0),
+        cand("scaffold", text=workspace_template("widgets"), bm25=-20.0, source="workspace"),
+        cand("global-scaffold", text=global_template(), distance=0.0, source="global"),
+        cand("heading", text="## Use pnpm\n", bm25=-4.0),
+    ]
+    results = rank(candidates, RankParams(min_score=0.0), NOW)
+    assert ids(results) == ["heading"]
+    # The dropped template did not serve as the BM25 best: the real hit normalises to 1.
+    assert results[0].relevance == 1.0
+
+
+# --- rank as a whole ----------------------------------------------------------------------
+
+
+TEXTS = [None, "## Use pnpm\n", "<!-- x -->", "deploy with pnpm run build", "Use pnpm always"]
+
+
+@st.composite
+def candidate_lists(draw: st.DrawFn) -> list[Candidate]:
+    """Hits from FTS and KNN; the two hits of one chunk agree on everything but the scores."""
+    chunks = draw(
+        st.lists(
+            st.tuples(
+                st.sampled_from(TEXTS),
+                st.sampled_from(["global", "workspace", "session"]),
+                st.none() | st.floats(min_value=-10.0, max_value=1000.0, allow_nan=False),
+                st.integers(min_value=0, max_value=1000),
+            ),
+            min_size=1,
+            max_size=12,
+        )
+    )
+    hits = st.tuples(
+        st.integers(min_value=0, max_value=len(chunks) - 1),
+        st.none() | st.floats(min_value=-30.0, max_value=0.0, allow_nan=False),
+        st.none() | st.floats(min_value=0.0, max_value=2.0, allow_nan=False),
+    )
+    result = []
+    for index, bm25, distance in draw(st.lists(hits, max_size=20)):
+        text, source, age_days, access_count = chunks[index]
+        result.append(
+            cand(
+                f"c{index}",
+                text=text,
+                source=source,
+                age_days=age_days,
+                access_count=access_count,
+                bm25=bm25,
+                distance=distance,
+            )
+        )
+    return result
+
+
+params_st = st.builds(
+    RankParams,
+    max_results=st.integers(min_value=0, max_value=10),
+    min_score=unit,
+    text_weight=unit,
+    vector_weight=unit,
+    half_life_days=st.floats(min_value=0.0, max_value=365.0, allow_nan=False),
+    source_weights=st.fixed_dictionaries(
+        {s: st.floats(0.0, 3.0, allow_nan=False) for s in ("global", "workspace", "session")}
+    ),
+    mmr_enabled=st.booleans(),
+    mmr_lambda=unit,
+)
+
+
+@given(candidates=candidate_lists(), params=params_st, seed=st.integers())
+def test_rank_is_deterministic_bounded_and_thresholded(
+    candidates: list[Candidate], params: RankParams, seed: int
+) -> None:
+    results = rank(candidates, params, NOW)
+    shuffled = list(candidates)
+    random.Random(seed).shuffle(shuffled)
+    # The input order of hits never changes the answer.
+    assert ids(rank(shuffled, params, NOW)) == ids(results)
+    assert rank(candidates, params, NOW) == results
+    assert len(results) <= params.max_results
+    assert len(set(ids(results))) == len(results)
+    for r in results:
+        assert 0.0 <= r.reported_score <= 1.0
+        assert 0.0 <= r.relevance <= 1.0
+        assert r.relevance >= params.min_score
+        assert not is_content_free(r.candidate.text)
+    if not params.mmr_enabled:
+        scores = [r.score for r in results]
+        assert scores == sorted(scores, reverse=True)
+
+
+def test_rank_cuts_to_max_results_keeping_the_best() -> None:
+    candidates = [cand(f"c{i:02d}", bm25=-float(i + 1)) for i in range(20)]
+    results = rank(candidates, RankParams(max_results=3), NOW)
+    assert ids(results) == ["c19", "c18", "c17"]
+
+
+def test_ties_are_broken_by_chunk_id() -> None:
+    candidates = [cand(name, bm25=-5.0) for name in ("b", "c", "a")]
+    assert ids(rank(candidates, RankParams(), NOW)) == ["a", "b", "c"]
+
+
+# --- MMR ----------------------------------------------------------------------------------
+
+DUPLICATE = "## Deploy\nrun pnpm build then copy dist to the server with rsync\n"
+
+
+def mmr_candidates() -> list[Candidate]:
+    return [
+        cand("dup1", text=DUPLICATE, bm25=-10.0),
+        cand("dup2", text=DUPLICATE + "again\n", bm25=-9.8),
+        cand("dup3", text=DUPLICATE.replace("server", "host"), bm25=-9.6),
+        cand("other", text="## Testing\npytest with hypothesis for pure functions\n", bm25=-8.0),
+    ]
+
+
+def test_mmr_off_by_default_and_lambda_changes_nothing_while_off() -> None:
+    assert RankParams().mmr_enabled is False
+    baseline = rank(mmr_candidates(), RankParams(max_results=3), NOW)
+    assert ids(baseline) == ["dup1", "dup2", "dup3"]
+    for lambda_ in (0.0, 0.3, 0.7, 1.0):
+        params = RankParams(max_results=3, mmr_lambda=lambda_)
+        assert rank(mmr_candidates(), params, NOW) == baseline
+
+
+def test_mmr_spreads_out_near_duplicates() -> None:
+    params = RankParams(max_results=3, mmr_enabled=True, mmr_lambda=0.7)
+    results = rank(mmr_candidates(), params, NOW)
+    assert ids(results)[0] == "dup1"
+    assert ids(results)[1] == "other"  # the distinct chunk jumps over the near-duplicates
+    assert len(results) == 3
+
+
+def test_mmr_with_lambda_one_keeps_score_order() -> None:
+    off = rank(mmr_candidates(), RankParams(max_results=4), NOW)
+    on = rank(mmr_candidates(), RankParams(max_results=4, mmr_enabled=True, mmr_lambda=1.0), NOW)
+    assert on == off
+
+
+def test_mmr_returns_at_most_k_and_handles_empty() -> None:
+    ranked = rank(mmr_candidates(), RankParams(max_results=10), NOW)
+    assert len(mmr(ranked, 0.5, 2)) == 2
+    assert mmr(ranked, 0.5, 0) == []
+    assert mmr([], 0.5, 3) == []
+
+
+def test_mmr_compares_cjk_text_by_bigrams() -> None:
+    ranked = [
+        Ranked(cand("a", text="部署前先运行测试"), 1.0, 1.0, 1.0),
+        Ranked(cand("b", text="部署前先运行全部测试"), 0.99, 0.99, 0.99),
+        Ranked(cand("c", text="数据库迁移按顺序执行"), 0.9, 0.9, 0.9),
+    ]
+    assert ids(mmr(ranked, 0.7, 2)) == ["a", "c"]
+
+
+def test_snippet_tokens() -> None:
+    assert snippet_tokens("Use PNPM, not npm!") == {"use", "pnpm", "not", "npm"}
+    assert snippet_tokens("部署测试 ok") == {"部署", "署测", "测试", "ok"}
+    assert snippet_tokens("猫 and 犬") == {"猫", "and", "犬"}
+
+
+def test_mmr_keeps_decay_and_source_weights_in_force() -> None:
+    old = cand(
+        "old", source="session", text="## Old\nlegacy deploy via ftp\n", bm25=-10.0, age_days=120.0
+    )
+    fresh = cand(
+        "fresh", source="session", text="## New\nrelease with pnpm\n", bm25=-8.0, age_days=1.0
+    )
+    params = RankParams(mmr_enabled=True, mmr_lambda=0.7)
+    assert ids(rank([old, fresh], params, NOW)) == ["fresh", "old"]
+
+
+def test_rank_params_defaults_match_spec() -> None:
+    params = RankParams()
+    assert (params.max_results, params.min_score) == (6, 0.35)
+    assert (params.text_weight, params.vector_weight) == (0.3, 0.7)
+    assert params.half_life_days == 30.0
+    assert dict(params.source_weights) == {"global": 1.0, "workspace": 1.0, "session": 1.0}
+    assert params.mmr_lambda == 0.7
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        params.max_results = 3  # type: ignore[misc]
