@@ -36,4 +36,4 @@ def workspace_template(name: str) -> str:
 def is_scaffold(text: str) -> bool:
     """True when ``text`` is exactly a scaffold template (title + our ``>`` line)."""
     match = _SCAFFOLD.match(text)
-    return bool(match) and match.group("note").strip() in (GLOBAL_NOTE, WORKSPACE_NOTE)
+    return match is not None and match.group("note").strip() in (GLOBAL_NOTE, WORKSPACE_NOTE)

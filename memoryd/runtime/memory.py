@@ -1,0 +1,409 @@
+"""The memory of one workspace as an async service: index, dirty set, search, remember.
+
+:class:`WorkspaceMemory` is what an actor owns. It keeps the SPEC §1 phase rule: every
+SQLite phase runs synchronously in the index's own thread (one at a time), and model calls
+(query and chunk embeddings) are awaited between phases with no transaction open.
+
+A search is (a) await the query embedding, (b) one DB phase that syncs dirty files and
+reads FTS + KNN candidates, (c) pure ranking — then a small write phase bumps the access
+count of what was returned to the caller.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import structlog
+
+from memoryd.core.config import Config
+from memoryd.core.keywords import build_match_query
+from memoryd.core.notes import append_note, format_note, numbered_lines
+from memoryd.core.ranking import Ranked, RankParams, rank
+from memoryd.core.templates import global_template, workspace_template
+from memoryd.errors import InvalidParams, NotFound
+from memoryd.providers.embeddings import EmbeddingProvider, normalize
+from memoryd.store.files import atomic_write_text, read_text
+from memoryd.store.index import ChunkSettings, Index, SyncReport
+from memoryd.store.layout import Workspace, global_memory_file, resolve_client_path
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+
+SOURCES = ("global", "workspace", "session")
+SNIPPET_CHARS = 700
+
+# One lock per memory file, shared by every workspace in this process: two actors
+# remembering into the global MEMORY.md must not lose each other's notes.
+_file_locks: dict[Path, anyio.Lock] = {}
+
+
+def file_lock(path: Path) -> anyio.Lock:
+    lock = _file_locks.get(path)
+    if lock is None:
+        lock = _file_locks[path] = anyio.Lock()
+    return lock
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    chunk_id: str
+    path: str
+    start_line: int
+    end_line: int
+    score: float
+    source: str
+    snippet: str
+    chunk_time: str | None
+    heading: str
+
+    @classmethod
+    def from_ranked(cls, item: Ranked) -> SearchHit:
+        c = item.candidate
+        when = (
+            datetime.fromtimestamp(c.chunk_time, UTC).isoformat(timespec="seconds")
+            if c.chunk_time is not None
+            else None
+        )
+        snippet = c.text.strip()
+        if len(snippet) > SNIPPET_CHARS:
+            snippet = snippet[: SNIPPET_CHARS - 1].rstrip() + "…"
+        return cls(
+            chunk_id=c.chunk_id,
+            path=c.path,
+            start_line=c.start_line,
+            end_line=c.end_line,
+            score=round(item.reported_score, 6),
+            source=c.source,
+            snippet=snippet,
+            chunk_time=when,
+            heading=c.heading,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResponse:
+    results: list[SearchHit]
+    mode: str  # "hybrid" | "fts_only" | "fts_fallback"
+    synced_paths: int
+    generation: int
+    took_ms: float
+    warning: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "results": [
+                {name: getattr(hit, name) for name in SearchHit.__slots__} for hit in self.results
+            ],
+            "mode": self.mode,
+            "synced_paths": self.synced_paths,
+            "generation": self.generation,
+            "took_ms": self.took_ms,
+        }
+        if self.warning:
+            out["warning"] = self.warning
+        return out
+
+
+@dataclass(slots=True)
+class EmbeddingState:
+    """What `status` shows about the provider: active model, progress, last error."""
+
+    provider: str | None = None
+    last_error: str | None = None
+    last_error_at: float | None = None
+    embedded: int = 0
+
+
+@dataclass(slots=True)
+class _Dirty:
+    paths: set[Path] = field(default_factory=set)
+
+
+class WorkspaceMemory:
+    """Index + dirty set + provider of one workspace. Create, ``await open()``, use, close."""
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        root: Path,
+        config: Config,
+        provider: EmbeddingProvider | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.workspace = workspace
+        self.root = root
+        self.config = config
+        self.provider = provider
+        self.clock = clock
+        self.index = Index(
+            workspace.index_path,
+            root=root,
+            workspace_dir=workspace.dir,
+            settings=ChunkSettings(config.index.max_chunk_chars, config.index.chunk_overlap_chars),
+            clock=clock,
+        )
+        self.embedding = EmbeddingState(provider=provider.model_id if provider else None)
+        self._dirty = _Dirty()
+        self._db = anyio.CapacityLimiter(1)
+        self.log = log.bind(workspace=workspace.key.dirname)
+
+    # ------------------------------------------------------------------ plumbing
+
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run one synchronous DB phase in the index's thread (one phase at a time)."""
+        return await anyio.to_thread.run_sync(fn, *args, limiter=self._db)
+
+    async def open(self) -> None:
+        """Open the index (rebuilding it if corrupt) and find what changed while closed."""
+
+        def phase() -> list[Path]:
+            self.index.open()
+            provider = self.provider
+            self.index.set_embedding_identity(
+                provider.model_id if provider else None, provider.dims if provider else None
+            )
+            return self.index.reconcile()
+
+        self.mark_dirty(await self._run(phase))
+
+    async def close(self) -> None:
+        await self._run(self.index.close)
+
+    def set_config(self, config: Config) -> None:
+        """Take a reloaded configuration (search settings apply to the next search)."""
+        self.config = config
+
+    def mark_dirty(self, paths: Iterable[Path]) -> None:
+        self._dirty.paths.update(paths)
+
+    @property
+    def dirty_count(self) -> int:
+        return len(self._dirty.paths)
+
+    def _take_dirty(self) -> list[Path]:
+        paths, self._dirty.paths = self._dirty.paths, set()
+        return sorted(paths)
+
+    # ------------------------------------------------------------------ sync
+
+    async def sync(self) -> SyncReport:
+        """Sync every dirty path now (SPEC §4)."""
+        paths = self._take_dirty()
+        if not paths:
+            return SyncReport()
+        return await self._run(self.index.sync_paths, paths)
+
+    async def reconcile(self) -> int:
+        """Compare disk with the index; mark and sync what differs. Returns the count."""
+        dirty = await self._run(self.index.reconcile)
+        self.mark_dirty(dirty)
+        await self.sync()
+        return len(dirty)
+
+    # ------------------------------------------------------------------ search
+
+    def rank_params(self, max_results: int | None, min_score: float | None) -> RankParams:
+        s = self.config.search
+        return RankParams(
+            max_results=max_results if max_results is not None else s.max_results,
+            min_score=min_score if min_score is not None else s.min_score,
+            text_weight=s.text_weight,
+            vector_weight=s.vector_weight,
+            half_life_days=s.half_life_days,
+            source_weights=s.source_weights,
+            mmr_enabled=s.mmr.enabled,
+            mmr_lambda=s.mmr.lambda_,
+        )
+
+    async def _query_vector(self, query: str) -> tuple[list[float] | None, str, str | None]:
+        provider = self.provider
+        if provider is None or self.index.vec_dims is None:
+            return None, "fts_only", None
+        try:
+            with anyio.fail_after(self.config.embedding.timeout_secs):
+                vectors = await provider.embed([query])
+            if len(vectors) != 1 or len(vectors[0]) != provider.dims:
+                raise ValueError("the provider answered the wrong number or size of vectors")
+            return normalize(vectors[0]), "hybrid", None
+        except Exception as exc:  # noqa: BLE001 - any provider failure degrades to FTS (SPEC §5)
+            reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            self.embedding.last_error, self.embedding.last_error_at = reason, self.clock()
+            self.log.warning("search.embedding_failed", error=reason)
+            return None, "fts_fallback", reason
+
+    async def search(
+        self,
+        query: str,
+        *,
+        max_results: int | None = None,
+        min_score: float | None = None,
+        sources: Sequence[str] | None = None,
+        count_access: bool = True,
+    ) -> SearchResponse:
+        """Hybrid search (SPEC §5). ``count_access=False`` for internal searches."""
+        started = time.perf_counter()
+        if sources is not None:
+            bad = [s for s in sources if s not in SOURCES]
+            if bad:
+                raise InvalidParams(f"unknown source {bad[0]!r}; expected one of {SOURCES}")
+        params = self.rank_params(max_results, min_score)
+        if params.max_results < 1:
+            raise InvalidParams("max_results must be at least 1")
+        match = build_match_query(query)
+        vector, mode, warning = (
+            await self._query_vector(query)
+            if query.strip()
+            else (
+                None,
+                "fts_only" if self.provider is None else "hybrid",
+                None,
+            )
+        )
+        limit = params.max_results * 3
+        dirty = self._take_dirty()
+
+        def phase() -> tuple[SyncReport, list[Any], int]:
+            report = self.index.sync_paths(dirty) if dirty else SyncReport()
+            found = self.index.candidates(match, vector, limit, sources)
+            return report, found, self.index.generation()
+
+        report, candidates, generation = await self._run(phase)
+        ranked = rank(candidates, params, self.clock())
+        hits = [SearchHit.from_ranked(item) for item in ranked]
+        if count_access and hits:
+            await self._run(self.index.bump_access, [h.chunk_id for h in hits])
+        took_ms = round((time.perf_counter() - started) * 1000, 3)
+        self.log.info(
+            "search",
+            took_ms=took_ms,
+            mode=mode,
+            results=len(hits),
+            candidates=len(candidates),
+            synced_paths=report.synced,
+        )
+        return SearchResponse(hits, mode, report.synced, generation, took_ms, warning)
+
+    # ------------------------------------------------------------------ embeddings
+
+    async def embed_pending(self, batch_size: int | None = None) -> int:
+        """Embed one batch of chunks lacking vectors: DB phase, await, DB phase.
+
+        Returns how many vectors were stored (0 when nothing is pending or no provider).
+        Raises whatever the provider raises; the caller decides how to back off.
+        """
+        provider = self.provider
+        if provider is None:
+            return 0
+        size = batch_size or self.config.embedding.batch_size
+        pending = await self._run(self.index.pending_vectors, size)
+        if not pending:
+            return 0
+        try:
+            with anyio.fail_after(self.config.embedding.timeout_secs):
+                vectors = await provider.embed([p.text for p in pending])
+            if len(vectors) != len(pending) or any(len(v) != provider.dims for v in vectors):
+                raise ValueError("the provider answered the wrong number or size of vectors")
+        except Exception as exc:
+            self.embedding.last_error = f"{type(exc).__name__}: {exc}"
+            self.embedding.last_error_at = self.clock()
+            raise
+        items = [(p, normalize(v)) for p, v in zip(pending, vectors, strict=True)]
+        stored = await self._run(self.index.store_vectors, provider.model_id, items)
+        self.embedding.embedded += stored
+        return stored
+
+    async def embed_all(self) -> int:
+        """Embed until nothing is pending (tests and `reindex --embeddings`)."""
+        total = 0
+        while True:
+            stored = await self.embed_pending()
+            if stored == 0:
+                pending = await self._run(self.index.count_pending_vectors)
+                if pending == 0 or self.provider is None:
+                    return total
+            total += stored
+
+    # ------------------------------------------------------------------ files
+
+    def memory_file(self, scope: str) -> Path:
+        if scope == "workspace":
+            return self.workspace.memory_file
+        if scope == "global":
+            return global_memory_file(self.root)
+        raise InvalidParams(f"scope must be 'workspace' or 'global', got {scope!r}")
+
+    async def remember(self, text: str, scope: str = "workspace") -> dict[str, Any]:
+        """Append a note to the workspace or global MEMORY.md (SPEC §7) and index it."""
+        target = self.memory_file(scope)
+        note = format_note(text)
+        rel = target.relative_to(self.root).as_posix()
+        if note is None:
+            return {"path": rel, "written": False}
+        async with file_lock(target):
+
+            def write() -> None:
+                current = read_text(target)
+                if current is None:
+                    current = (
+                        global_template()
+                        if scope == "global"
+                        else workspace_template(self.workspace.key.slug)
+                    )
+                atomic_write_text(target, append_note(current, note))
+
+            await anyio.to_thread.run_sync(write)
+        await self._run(self.index.sync_paths, [target])
+        self.log.info("remember", scope=scope, path=rel, chars=len(note))
+        return {"path": rel, "written": True}
+
+    async def get(self, path: str, start: int = 1, lines: int | None = None) -> dict[str, Any]:
+        """Read a memory file (relative to the memory root) as a 1-based line window."""
+        if start < 1:
+            raise InvalidParams("from must be at least 1")
+        if lines is not None and lines < 1:
+            raise InvalidParams("lines must be at least 1")
+        target = resolve_client_path(self.root, self.workspace, path)
+        text = await anyio.to_thread.run_sync(read_text, target)
+        if text is None:
+            raise NotFound(f"no memory file at {path!r}")
+        window, first, total = numbered_lines(text, start, lines)
+        return {"path": path, "text": window, "start_line": first, "total_lines": total}
+
+    async def files(self) -> list[dict[str, object]]:
+        await self.sync()
+        return await self._run(self.index.files)
+
+    async def stats(self) -> dict[str, object]:
+        out = await self._run(self.index.stats)
+        out["dirty"] = self.dirty_count
+        out["embedding_provider"] = self.embedding.provider
+        out["embedding_last_error"] = self.embedding.last_error
+        return out
+
+    async def reindex(self, embeddings: bool = False) -> dict[str, Any]:
+        """Re-sync every memory file from disk; with ``embeddings``, drop and rebuild vectors."""
+        started = time.perf_counter()
+
+        def phase() -> SyncReport:
+            if embeddings and self.provider is not None:
+                self.index.set_embedding_identity(None, None)
+                self.index.set_embedding_identity(self.provider.model_id, self.provider.dims)
+            return self.index.sync_paths(self.index.disk_files() + self._take_dirty())
+
+        report = await self._run(phase)
+        pending = await self._run(self.index.count_pending_vectors)
+        return {
+            "files": report.synced,
+            "changed": report.changed,
+            "chunks_added": report.chunks_added,
+            "vectors_pending": pending,
+            "took_ms": round((time.perf_counter() - started) * 1000, 3),
+        }

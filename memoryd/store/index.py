@@ -1,0 +1,589 @@
+"""The SQLite index of one workspace: files, chunks, FTS5 and sqlite-vec vectors.
+
+This is the only module that speaks SQL about chunks. Everything here is synchronous and
+runs in the index's own thread; nothing here awaits a model (SPEC §1). Each public method
+is one *phase*: it opens at most one transaction and commits it before returning, so no
+transaction is ever held while the caller awaits an embedding.
+
+The index is derived data: a corrupt or unreadable file is detected at open
+(``quick_check``) and rebuilt from the markdown files, which are the source of truth.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from array import array
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import blake3
+import structlog
+
+from memoryd.core.chunking import (
+    Chunk,
+    chunk_ids,
+    chunk_markdown,
+    chunk_time_for_session,
+    flush_marks,
+)
+from memoryd.core.keywords import fts_text
+from memoryd.core.ranking import Candidate
+from memoryd.core.workspace import session_date_from_name, source_of
+from memoryd.errors import IndexCorrupt, StorageError
+from memoryd.store import migrations
+from memoryd.store.connection import Capabilities, Connection, DatabaseError, connect, quick_check
+
+log = structlog.get_logger(__name__)
+
+CURATED = ("global", "workspace")
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkSettings:
+    max_chars: int = 1600
+    overlap_chars: int = 320
+
+
+@dataclass(slots=True)
+class SyncReport:
+    """What one sync phase did: paths looked at, re-chunked, removed; chunks added/removed."""
+
+    synced: int = 0
+    changed: int = 0
+    removed: int = 0
+    chunks_added: int = 0
+    chunks_removed: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def add(self, other: SyncReport) -> None:
+        self.synced += other.synced
+        self.changed += other.changed
+        self.removed += other.removed
+        self.chunks_added += other.chunks_added
+        self.chunks_removed += other.chunks_removed
+        self.errors.extend(other.errors)
+
+
+@dataclass(frozen=True, slots=True)
+class PendingVector:
+    seq: int
+    hash: str
+    text: str
+
+
+def vector_blob(vector: Sequence[float]) -> bytes:
+    return array("f", vector).tobytes()
+
+
+class Index:
+    """One workspace's index file. Not thread-safe: call it from one thread at a time."""
+
+    def __init__(
+        self,
+        db_path: Path,
+        *,
+        root: Path,
+        workspace_dir: Path,
+        settings: ChunkSettings = ChunkSettings(),
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.db_path = db_path
+        self.root = root
+        self.workspace_dir = workspace_dir
+        self.settings = settings
+        self.clock = clock
+        self.rebuilt_reason: str | None = None
+        self.rebuilt_at: float | None = None
+        self._conn: Connection | None = None
+        self.caps: Capabilities | None = None
+        self.vec_dims: int | None = None
+        self.vec_model: str | None = None
+
+    # ------------------------------------------------------------------ open / close
+
+    def open(self) -> None:
+        """Open (creating or upgrading) the index; rebuild it when it is corrupt."""
+        self.db_path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._open_checked()
+        except (DatabaseError, IndexCorrupt) as exc:
+            reason = str(exc)
+            log.warning("index.corrupt", path=str(self.db_path), reason=reason)
+            self.close()
+            self._discard_files()
+            self._open_checked()
+            self.rebuilt_reason = reason
+            self.rebuilt_at = self.clock()
+
+    def _open_checked(self) -> None:
+        conn, caps = connect(self.db_path)
+        try:
+            problem = quick_check(conn)
+            if problem is not None:
+                raise IndexCorrupt(f"index failed quick_check: {problem}")
+            migrations.migrate(conn)
+        except BaseException:
+            conn.close()
+            raise
+        self._conn, self.caps = conn, caps
+        row = conn.execute("SELECT value FROM meta WHERE key = 'embedding_model'").fetchone()
+        dims = conn.execute("SELECT value FROM meta WHERE key = 'embedding_dims'").fetchone()
+        if row and dims and caps.vec and self._vec_table_exists():
+            self.vec_model, self.vec_dims = row[0], int(dims[0])
+
+    def _discard_files(self) -> None:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            try:
+                os.unlink(f"{self.db_path}{suffix}")
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                raise StorageError(f"cannot remove corrupt index {self.db_path}: {exc}") from exc
+
+    def close(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            finally:
+                self._conn = None
+
+    @property
+    def conn(self) -> Connection:
+        if self._conn is None:
+            raise StorageError(f"index {self.db_path} is not open")
+        return self._conn
+
+    # ------------------------------------------------------------------ files on disk
+
+    def rel(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix()
+
+    def disk_files(self) -> list[Path]:
+        """The memory files that belong in this index, as they are on disk now."""
+        found = [p for p in (self.root / "MEMORY.md", self.root / "experience.md") if p.is_file()]
+        ws_memory = self.workspace_dir / "MEMORY.md"
+        if ws_memory.is_file():
+            found.append(ws_memory)
+        sessions = self.workspace_dir / "sessions"
+        if sessions.is_dir():
+            found.extend(sorted(p for p in sessions.glob("*.md") if p.is_file()))
+        return found
+
+    def belongs(self, path: Path) -> bool:
+        """True when ``path`` is a memory file of this index (global or this workspace)."""
+        try:
+            rel = self.rel(path)
+        except ValueError:
+            return False
+        if source_of(rel) is None:
+            return False
+        return "/" not in rel or path.parent in (
+            self.workspace_dir,
+            self.workspace_dir / "sessions",
+        )
+
+    # ------------------------------------------------------------------ sync
+
+    def sync_paths(self, paths: Iterable[Path]) -> SyncReport:
+        """Re-chunk every path that exists, drop the chunks of every path that is gone."""
+        report = SyncReport()
+        for path in paths:
+            if not self.belongs(path):
+                continue
+            try:
+                report.add(self._sync_one(path))
+            except OSError as exc:
+                report.errors.append(f"{path}: {exc}")
+                log.warning("index.sync_failed", path=str(path), error=str(exc))
+        return report
+
+    def _sync_one(self, path: Path) -> SyncReport:
+        rel = self.rel(path)
+        report = SyncReport(synced=1)
+        try:
+            st = path.stat()
+            data = path.read_bytes()
+        except FileNotFoundError:
+            removed = self._delete_path(rel)
+            report.removed, report.chunks_removed = int(removed >= 0), max(removed, 0)
+            return report
+        digest = blake3.blake3(data).hexdigest()
+        conn = self.conn
+        row = conn.execute("SELECT hash FROM files WHERE path = ?", (rel,)).fetchone()
+        now = self.clock()
+        if row is not None and row[0] == digest:
+            conn.execute(
+                "UPDATE files SET mtime = ?, size = ? WHERE path = ?",
+                (st.st_mtime, st.st_size, rel),
+            )
+            return report
+        text = data.decode("utf-8", errors="replace")
+        chunks = chunk_markdown(text, self.settings.max_chars, self.settings.overlap_chars)
+        ids = chunk_ids(rel, chunks)
+        times = self._chunk_times(rel, text, chunks, st.st_mtime)
+        source = source_of(rel)
+        assert source is not None
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            existing = {
+                cid: seq
+                for seq, cid in conn.execute("SELECT seq, id FROM chunks WHERE path = ?", (rel,))
+            }
+            wanted = dict(zip(ids, zip(chunks, times, strict=True), strict=True))
+            gone = [seq for cid, seq in existing.items() if cid not in wanted]
+            self._delete_seqs(gone)
+            for cid, (chunk, ctime) in wanted.items():
+                seq = existing.get(cid)
+                if seq is not None:
+                    conn.execute(
+                        "UPDATE chunks SET start_line = ?, end_line = ?, heading = ?, "
+                        "chunk_time = CASE WHEN source = 'session' THEN ? ELSE chunk_time END "
+                        "WHERE seq = ?",
+                        (chunk.start_line, chunk.end_line, chunk.heading, ctime, seq),
+                    )
+                    continue
+                cur = conn.execute(
+                    "INSERT INTO chunks (id, path, start_line, end_line, heading, text, hash, "
+                    "source, chunk_time, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                    (
+                        cid,
+                        rel,
+                        chunk.start_line,
+                        chunk.end_line,
+                        chunk.heading,
+                        chunk.text,
+                        chunk.hash,
+                        source,
+                        ctime,
+                        now,
+                        now,
+                    ),
+                )
+                conn.execute(
+                    "INSERT INTO chunks_fts (rowid, body) VALUES (?, ?)",
+                    (cur.lastrowid, fts_text(chunk.text)),
+                )
+                report.chunks_added += 1
+            conn.execute(
+                "INSERT INTO files (path, mtime, size, hash, indexed_at) VALUES (?,?,?,?,?) "
+                "ON CONFLICT(path) DO UPDATE SET mtime = excluded.mtime, size = excluded.size, "
+                "hash = excluded.hash, indexed_at = excluded.indexed_at",
+                (rel, st.st_mtime, st.st_size, digest, now),
+            )
+            self._bump_generation()
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        report.changed = 1
+        report.chunks_removed = len(gone)
+        return report
+
+    def _chunk_times(
+        self, rel: str, text: str, chunks: Sequence[Chunk], mtime: float
+    ) -> list[float | None]:
+        if source_of(rel) != "session":
+            return [mtime] * len(chunks)
+        day = session_date_from_name(rel.rsplit("/", 1)[-1])
+        file_date = datetime(day.year, day.month, day.day, tzinfo=UTC) if day else None
+        marks = flush_marks(text)
+        out: list[float | None] = []
+        for chunk in chunks:
+            when = chunk_time_for_session(chunk, marks, file_date)
+            out.append(when.timestamp() if when else mtime)
+        return out
+
+    def _delete_seqs(self, seqs: Sequence[int]) -> None:
+        conn = self.conn
+        for seq in seqs:
+            # rowid lookups: never a scan of the FTS or vec table.
+            conn.execute("DELETE FROM chunks_fts WHERE rowid = ?", (seq,))
+            if self.vec_dims is not None:
+                conn.execute("DELETE FROM chunks_vec WHERE rowid = ?", (seq,))
+            conn.execute("DELETE FROM chunks WHERE seq = ?", (seq,))
+
+    def _delete_path(self, rel: str) -> int:
+        """Drop a file's chunks; returns how many (or -1 when the file was not indexed)."""
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            known = conn.execute("SELECT 1 FROM files WHERE path = ?", (rel,)).fetchone()
+            seqs = [r[0] for r in conn.execute("SELECT seq FROM chunks WHERE path = ?", (rel,))]
+            self._delete_seqs(seqs)
+            conn.execute("DELETE FROM files WHERE path = ?", (rel,))
+            if known or seqs:
+                self._bump_generation()
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return len(seqs) if (known or seqs) else -1
+
+    def _bump_generation(self) -> None:
+        self.conn.execute(
+            "INSERT INTO meta (key, value) VALUES ('generation', '1') ON CONFLICT(key) "
+            "DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+        )
+
+    def generation(self) -> int:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+        return int(row[0]) if row else 0
+
+    def reconcile(self) -> list[Path]:
+        """Paths whose disk state differs from the ``files`` table (mtime, size, then hash)."""
+        known = {
+            path: (mtime, size, digest)
+            for path, mtime, size, digest in self.conn.execute(
+                "SELECT path, mtime, size, hash FROM files"
+            )
+        }
+        dirty: list[Path] = []
+        seen: set[str] = set()
+        for path in self.disk_files():
+            rel = self.rel(path)
+            seen.add(rel)
+            row = known.get(rel)
+            if row is None:
+                dirty.append(path)
+                continue
+            try:
+                st = path.stat()
+            except FileNotFoundError:
+                dirty.append(path)
+                continue
+            if (st.st_mtime, st.st_size) == (row[0], row[1]):
+                continue
+            try:
+                digest = blake3.blake3(path.read_bytes()).hexdigest()
+            except OSError:
+                digest = ""
+            if digest != row[2]:
+                dirty.append(path)
+            else:
+                self.conn.execute(
+                    "UPDATE files SET mtime = ?, size = ? WHERE path = ?",
+                    (st.st_mtime, st.st_size, rel),
+                )
+        dirty.extend(self.root / rel for rel in known if rel not in seen)
+        return dirty
+
+    # ------------------------------------------------------------------ search
+
+    def fts(self, match: str, limit: int, sources: Sequence[str] | None) -> list[tuple[int, float]]:
+        sql = (
+            "SELECT f.rowid, bm25(chunks_fts) AS r FROM chunks_fts f "
+            "JOIN chunks c ON c.seq = f.rowid WHERE chunks_fts MATCH ?"
+        )
+        args: list[object] = [match]
+        if sources is not None:
+            sql += f" AND c.source IN ({','.join('?' * len(sources))})"
+            args.extend(sources)
+        sql += " ORDER BY r LIMIT ?"
+        args.append(limit)
+        return [(int(seq), float(r)) for seq, r in self.conn.execute(sql, args)]
+
+    def knn(self, query: Sequence[float], k: int) -> list[tuple[int, float]]:
+        if self.vec_dims is None or k <= 0:
+            return []
+        rows = self.conn.execute(
+            "SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ?",
+            (vector_blob(query), k),
+        )
+        return [(int(seq), float(d)) for seq, d in rows]
+
+    def load(self, hits: dict[int, tuple[float | None, float | None]]) -> list[Candidate]:
+        if not hits:
+            return []
+        seqs = list(hits)
+        out: list[Candidate] = []
+        for start in range(0, len(seqs), 500):
+            part = seqs[start : start + 500]
+            rows = self.conn.execute(
+                "SELECT seq, id, path, start_line, end_line, heading, text, source, chunk_time, "
+                f"access_count FROM chunks WHERE seq IN ({','.join('?' * len(part))})",
+                part,
+            )
+            for seq, cid, path, start_line, end_line, heading, text, source, ctime, count in rows:
+                bm25, distance = hits[seq]
+                out.append(
+                    Candidate(
+                        chunk_id=cid,
+                        path=path,
+                        start_line=start_line,
+                        end_line=end_line,
+                        heading=heading,
+                        text=text,
+                        source=source,
+                        chunk_time=ctime,
+                        access_count=count,
+                        bm25=bm25,
+                        distance=distance,
+                    )
+                )
+        return out
+
+    def candidates(
+        self,
+        match: str | None,
+        query_vector: Sequence[float] | None,
+        limit: int,
+        sources: Sequence[str] | None,
+    ) -> list[Candidate]:
+        """SPEC §5 steps 2–3 in one read: FTS, the curated-only FTS pass, KNN, load chunks."""
+        hits: dict[int, tuple[float | None, float | None]] = {}
+        if match is not None:
+            for seq, r in self.fts(match, limit, sources):
+                hits[seq] = (r, None)
+            curated = [s for s in (sources or CURATED) if s in CURATED]
+            if curated:
+                for seq, r in self.fts(match, limit, curated):
+                    hits.setdefault(seq, (r, None))
+        if query_vector is not None and self.vec_dims is not None:
+            wanted = set(sources) if sources is not None else None
+            for seq, distance in self.knn(query_vector, limit if wanted is None else limit * 3):
+                bm25 = hits.get(seq, (None, None))[0]
+                hits[seq] = (bm25, distance)
+        out = self.load(hits)
+        if sources is not None:
+            out = [c for c in out if c.source in sources]
+        return out
+
+    def bump_access(self, chunk_ids_: Sequence[str]) -> None:
+        if not chunk_ids_:
+            return
+        now = self.clock()
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.executemany(
+                "UPDATE chunks SET access_count = access_count + 1, last_accessed = ? WHERE id = ?",
+                [(now, cid) for cid in chunk_ids_],
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    # ------------------------------------------------------------------ vectors
+
+    def _vec_table_exists(self) -> bool:
+        row = self.conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'chunks_vec'").fetchone()
+        return row is not None
+
+    def set_embedding_identity(self, model_id: str | None, dims: int | None) -> bool:
+        """Record the provider's identity; on a change drop old vectors. True if it changed."""
+        if model_id is None or dims is None or self.caps is None or not self.caps.vec:
+            self.vec_model, self.vec_dims = None, None
+            return False
+        if (model_id, dims) == (self.vec_model, self.vec_dims):
+            return False
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("DROP TABLE IF EXISTS chunks_vec")
+            conn.execute(
+                f"CREATE VIRTUAL TABLE chunks_vec USING vec0(embedding float[{int(dims)}])"
+            )
+            conn.execute("UPDATE chunks SET vec_model = NULL WHERE vec_model IS NOT NULL")
+            conn.executemany(
+                "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) "
+                "DO UPDATE SET value = excluded.value",
+                [("embedding_model", model_id), ("embedding_dims", str(dims))],
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        self.vec_model, self.vec_dims = model_id, dims
+        return True
+
+    def pending_vectors(self, limit: int) -> list[PendingVector]:
+        """Chunks lacking a vector for the current model, newest first."""
+        if self.vec_dims is None:
+            return []
+        rows = self.conn.execute(
+            "SELECT seq, hash, text FROM chunks WHERE vec_model IS NULL "
+            "ORDER BY chunk_time DESC LIMIT ?",
+            (limit,),
+        )
+        return [PendingVector(int(seq), h, t) for seq, h, t in rows]
+
+    def count_pending_vectors(self) -> int:
+        if self.vec_dims is None:
+            return 0
+        return int(
+            self.conn.execute("SELECT count(*) FROM chunks WHERE vec_model IS NULL").fetchone()[0]
+        )
+
+    def store_vectors(
+        self, model_id: str, items: Sequence[tuple[PendingVector, Sequence[float]]]
+    ) -> int:
+        """Store vectors for chunks that still exist unchanged; returns how many were stored."""
+        if model_id != self.vec_model or not items:
+            return 0
+        conn = self.conn
+        stored = 0
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for pending, vector in items:
+                row = conn.execute(
+                    "SELECT hash FROM chunks WHERE seq = ?", (pending.seq,)
+                ).fetchone()
+                if row is None or row[0] != pending.hash:
+                    continue
+                conn.execute("DELETE FROM chunks_vec WHERE rowid = ?", (pending.seq,))
+                conn.execute(
+                    "INSERT INTO chunks_vec (rowid, embedding) VALUES (?, ?)",
+                    (pending.seq, vector_blob(vector)),
+                )
+                conn.execute(
+                    "UPDATE chunks SET vec_model = ? WHERE seq = ?", (model_id, pending.seq)
+                )
+                stored += 1
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return stored
+
+    # ------------------------------------------------------------------ reporting
+
+    def files(self) -> list[dict[str, object]]:
+        rows = self.conn.execute(
+            "SELECT f.path, f.size, f.mtime, (SELECT count(*) FROM chunks c WHERE c.path = f.path) "
+            "FROM files f ORDER BY f.path"
+        )
+        return [
+            {"path": path, "size": size, "mtime": mtime, "chunks": count}
+            for path, size, mtime, count in rows
+        ]
+
+    def stats(self) -> dict[str, object]:
+        conn = self.conn
+        chunks = int(conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+        files = int(conn.execute("SELECT count(*) FROM files").fetchone()[0])
+        try:
+            size = self.db_path.stat().st_size
+        except OSError:
+            size = 0
+        caps = self.caps
+        return {
+            "path": str(self.db_path),
+            "files": files,
+            "chunks": chunks,
+            "generation": self.generation(),
+            "schema_version": migrations.schema_version(conn),
+            "size_bytes": size,
+            "sqlite_version": caps.sqlite_version if caps else None,
+            "fts5": caps.fts5 if caps else False,
+            "vec": caps.vec if caps else False,
+            "vec_error": caps.vec_error if caps else None,
+            "embedding_model": self.vec_model,
+            "embedding_dims": self.vec_dims,
+            "vectors_pending": self.count_pending_vectors(),
+            "rebuilt_reason": self.rebuilt_reason,
+            "rebuilt_at": self.rebuilt_at,
+        }

@@ -1,0 +1,86 @@
+"""Ordered schema migrations, keyed on ``PRAGMA user_version``.
+
+Each migration is a small function that takes the connection and runs inside one
+transaction; the position in :data:`MIGRATIONS` is its version (1-based). Never edit a
+released migration: append a new one.
+
+The vector table (``chunks_vec``) is not created here: its dimension comes from the embedding
+provider, so :mod:`memoryd.store.index` creates or recreates it when the embedding identity
+in ``meta`` changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from memoryd.store.connection import Connection
+
+
+def _v1_initial(conn: Connection) -> None:
+    conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID")
+    conn.execute(
+        """CREATE TABLE files (
+            path TEXT PRIMARY KEY,
+            mtime REAL NOT NULL,
+            size INTEGER NOT NULL,
+            hash TEXT NOT NULL,
+            indexed_at REAL NOT NULL
+        )"""
+    )
+    conn.execute(
+        """CREATE TABLE chunks (
+            seq INTEGER PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            path TEXT NOT NULL,
+            start_line INTEGER NOT NULL,
+            end_line INTEGER NOT NULL,
+            heading TEXT NOT NULL,
+            text TEXT NOT NULL,
+            hash TEXT NOT NULL,
+            source TEXT NOT NULL,
+            chunk_time REAL,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            access_count INTEGER NOT NULL DEFAULT 0,
+            last_accessed REAL
+        )"""
+    )
+    conn.execute("CREATE INDEX chunks_by_path ON chunks(path)")
+    # rowid of chunks_fts == chunks.seq; the text given to FTS5 is CJK-bigrammed.
+    conn.execute("CREATE VIRTUAL TABLE chunks_fts USING fts5(body, tokenize = 'porter unicode61')")
+
+
+def _v2_vector_state(conn: Connection) -> None:
+    # Which embedding model a chunk's vector belongs to (NULL: no vector yet), so vectors
+    # can be (re)built in resumable batches without scanning the vec0 table.
+    conn.execute("ALTER TABLE chunks ADD COLUMN vec_model TEXT")
+    conn.execute("CREATE INDEX chunks_lacking_vectors ON chunks(vec_model, chunk_time)")
+    conn.execute("CREATE INDEX chunks_by_source ON chunks(source)")
+
+
+MIGRATIONS: tuple[Callable[[Connection], None], ...] = (_v1_initial, _v2_vector_state)
+LATEST = len(MIGRATIONS)
+
+
+def schema_version(conn: Connection) -> int:
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def migrate(conn: Connection) -> tuple[int, int]:
+    """Bring the schema to :data:`LATEST`; returns (version before, version after).
+
+    Raises :class:`ValueError` for a database newer than this code knows.
+    """
+    before = schema_version(conn)
+    if before > LATEST:
+        raise ValueError(f"index schema version {before} is newer than this memoryd ({LATEST})")
+    for version in range(before + 1, LATEST + 1):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            MIGRATIONS[version - 1](conn)
+            conn.execute(f"PRAGMA user_version = {version}")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+    return before, LATEST

@@ -1,0 +1,321 @@
+"""Hybrid search through WorkspaceMemory on a real index (SPEC §4, §5)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+import anyio
+import pytest
+from structlog.testing import capture_logs
+
+from memoryd.core.config import Config
+from memoryd.providers.embeddings import HashProvider
+from memoryd.store.connection import connect
+from tests.runtime.conftest import Env, MemoryFactory, TableProvider, with_search
+
+pytestmark = pytest.mark.anyio
+
+
+def today(delta_days: int = 0) -> str:
+    return (datetime.now(UTC) - timedelta(days=delta_days)).strftime("%Y-%m-%d")
+
+
+async def test_fts_only_without_provider_finds_a_remembered_note(
+    env: Env, open_memory: MemoryFactory
+) -> None:
+    mem = await open_memory()
+    await mem.remember("Use pnpm, never npm, in this repository")
+    res = await mem.search("pnpm")
+    assert res.mode == "fts_only"
+    assert [h.source for h in res.results] == ["workspace"]
+    assert res.results[0].heading.endswith("Use pnpm, never npm, in this repository")
+    assert res.results[0].path == f"{env.workspace.key.dirname}/MEMORY.md"
+
+
+async def test_candidate_limit_is_three_times_max_results(
+    env: Env, open_memory: MemoryFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mem = await open_memory()
+    env.workspace.memory_file.write_text("# M\n\n## Deploy\n\ndeploy with fly\n")
+    mem.mark_dirty([env.workspace.memory_file])
+    limits: list[int] = []
+    real_fts = mem.index.fts
+
+    def spy(match: str, limit: int, sources: Sequence[str] | None) -> list[tuple[int, float]]:
+        limits.append(limit)
+        return real_fts(match, limit, sources)
+
+    monkeypatch.setattr(mem.index, "fts", spy)
+    await mem.search("deploy", max_results=4)
+    assert limits and set(limits) == {12}
+
+
+async def test_curated_chunk_survives_thirty_matching_session_chunks(
+    env: Env, open_memory: MemoryFactory
+) -> None:
+    # Thirty older session logs match strongly; the workspace MEMORY.md matches more weakly
+    # by BM25 but is evergreen, so it belongs in the results.
+    for i in range(30):
+        env.session(
+            f"{today(45)}-s{i}-abcdef{i:02d}.md",
+            f"## Note {i}\n\npostgres postgres postgres connection pool tuning {i}\n",
+        )
+    env.workspace.memory_file.write_text(
+        "# Memory\n\n## Database\n\nWe run postgres behind pgbouncer in every environment, "
+        "with read replicas for reporting and nightly logical backups.\n"
+    )
+    mem = await open_memory()
+    res = await mem.search("postgres", max_results=6)
+    assert len(res.results) == 6
+    assert res.results[0].source == "workspace"
+    # Without the curated-only pass, plain FTS with candidate_limit would have cut it.
+    plain = {seq for seq, _ in mem.index.fts('"postgres"', 18, None)}
+    curated = mem.index.fts('"postgres"', 18, ["workspace"])
+    assert curated and curated[0][0] not in plain
+
+
+async def test_vector_only_strong_match_passes_default_min_score(
+    env: Env, open_memory: MemoryFactory
+) -> None:
+    # The note shares no keyword with the query; only the vectors connect them.
+    provider = TableProvider(
+        {
+            "ferrets": [1.0, 0.0, 0.0, 0.0],
+            "small mammals": [0.8, 0.6, 0.0, 0.0],  # cosine 0.8 with the note
+        }
+    )
+    env.workspace.memory_file.write_text("# M\n\n## Pets\n\nThe office keeps two ferrets.\n")
+    mem = await open_memory(provider)
+    await mem.sync()
+    await mem.embed_all()
+    res = await mem.search("small mammals")
+    assert res.mode == "hybrid"
+    assert [h.heading for h in res.results] == ["M > Pets"]
+    weak = TableProvider({"ferrets": [1.0, 0.0, 0.0, 0.0], "small mammals": [0.6, 0.8, 0, 0]})
+    mem.provider = weak
+    assert (await mem.search("small mammals")).results == []
+
+
+class FailingProvider(HashProvider):
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        raise ConnectionError("embedding endpoint down")
+
+
+async def test_failing_provider_falls_back_to_fts_with_one_warning(
+    env: Env, open_memory: MemoryFactory
+) -> None:
+    mem = await open_memory(HashProvider(64))
+    await mem.remember("The staging database lives on port 5433")
+    await mem.embed_all()
+    mem.provider = FailingProvider(64)
+    with capture_logs() as logs:
+        res = await mem.search("staging database")
+    assert res.mode == "fts_fallback"
+    assert res.results and "5433" in res.results[0].snippet
+    warnings = [e for e in logs if e["log_level"] == "warning"]
+    assert len(warnings) == 1 and "embedding endpoint down" in warnings[0]["error"]
+
+
+async def test_hybrid_mode_with_hash_provider(env: Env, open_memory: MemoryFactory) -> None:
+    mem = await open_memory(HashProvider(128))
+    await mem.remember("Release checklist: bump version, tag, push the tag")
+    assert await mem.embed_all() >= 1
+    res = await mem.search("release checklist")
+    assert res.mode == "hybrid"
+    assert res.results[0].score >= 0.35
+
+
+async def test_mmr_is_off_by_default_and_lambda_does_nothing_while_off(
+    env: Env, open_memory: MemoryFactory
+) -> None:
+    assert Config().search.mmr.enabled is False
+    body = "".join(f"## Cache {i}\n\nredis cache eviction policy lru {i}\n\n" for i in range(8))
+    env.workspace.memory_file.write_text("# M\n\n" + body)
+    mem = await open_memory()
+    base = [h.chunk_id for h in (await mem.search("redis cache", min_score=0)).results]
+    mmr = dataclass_replace_mmr(mem.config, lambda_=0.1)
+    mem.set_config(mmr)
+    again = [h.chunk_id for h in (await mem.search("redis cache", min_score=0)).results]
+    assert base == again
+
+
+def dataclass_replace_mmr(config: Config, **changes: object) -> Config:
+    import dataclasses
+
+    mmr = dataclasses.replace(config.search.mmr, **changes)
+    return with_search(config, mmr=mmr)
+
+
+async def test_sessions_decay_but_curated_memory_does_not(
+    env: Env, open_memory: MemoryFactory
+) -> None:
+    env.session(f"{today(0)}-new-aaaaaaaa.md", "## Fix\n\nkafka consumer lag fix\n")
+    env.session(f"{today(60)}-old-bbbbbbbb.md", "## Fix\n\nkafka consumer lag fix\n")
+    env.workspace.memory_file.write_text("# M\n\n## Kafka\n\nkafka consumer lag fix\n")
+    mem = await open_memory()
+    res = await mem.search("kafka consumer lag", min_score=0)
+    by_path = {h.path.rsplit("/", 1)[-1]: h.score for h in res.results}
+    new = by_path[f"{today(0)}-new-aaaaaaaa.md"]
+    old = by_path[f"{today(60)}-old-bbbbbbbb.md"]
+    curated = by_path["MEMORY.md"]
+    assert old == pytest.approx(new * 0.25, rel=0.05)  # two half-lives of 30 days
+    assert curated >= new
+
+
+async def test_old_session_that_is_the_only_relevant_hit_is_returned(
+    env: Env, open_memory: MemoryFactory
+) -> None:
+    env.session(f"{today(400)}-old-cccccccc.md", "## Quirk\n\nthe flaky zookeeper test\n")
+    mem = await open_memory()
+    res = await mem.search("zookeeper")
+    assert len(res.results) == 1
+    assert res.results[0].score < 0.35  # decayed below the threshold, still returned
+
+
+async def test_comment_only_and_scaffold_chunks_are_never_returned(
+    env: Env, open_memory: MemoryFactory
+) -> None:
+    mem = await open_memory()
+    await mem.remember("Prefer tabs")  # creates MEMORY.md from the scaffold template
+    env.session(f"{today()}-x-dddddddd.md", "<!-- flush 2026-01-01T00:00:00Z trigger=manual -->\n")
+    mem.mark_dirty([env.workspace.sessions_dir / f"{today()}-x-dddddddd.md"])
+    for query in ("memory curated workspace", "flush trigger manual"):
+        res = await mem.search(query, min_score=0)
+        assert all("Prefer tabs" in h.heading for h in res.results), res.results
+    found = await mem.search("prefer tabs")
+    assert [h.snippet for h in found.results] == ["## Prefer tabs"]
+
+
+async def test_only_returned_results_bump_access_count(
+    env: Env, open_memory: MemoryFactory
+) -> None:
+    env.workspace.memory_file.write_text("# M\n\n## Alpha\n\nalpha note\n\n## Beta\n\nbeta note\n")
+    mem = await open_memory()
+    await mem.search("alpha")
+    await mem.search("alpha", count_access=False)
+    counts = dict(mem.index.conn.execute("SELECT heading, access_count FROM chunks"))
+    assert counts["M > Alpha"] == 1
+    assert counts["M > Beta"] == 0
+
+
+async def test_edit_marked_dirty_is_seen_by_next_search(
+    env: Env, open_memory: MemoryFactory
+) -> None:
+    mem = await open_memory()
+    path = env.workspace.memory_file
+    path.write_text("# M\n\n## Tooling\n\nwe lint with flake8\n")
+    mem.mark_dirty([path])
+    assert (await mem.search("flake8")).synced_paths == 1
+    path.write_text("# M\n\n## Tooling\n\nwe lint with ruff\n")
+    mem.mark_dirty([path])
+    res = await mem.search("ruff")
+    assert res.synced_paths == 1 and len(res.results) == 1
+    assert (await mem.search("flake8")).results == []
+
+
+async def test_deleted_file_is_never_returned(env: Env, open_memory: MemoryFactory) -> None:
+    log = env.session(f"{today()}-gone-eeeeeeee.md", "## Temp\n\nephemeral gizmo\n")
+    mem = await open_memory()
+    assert (await mem.search("gizmo")).results
+    log.unlink()
+    mem.mark_dirty([log])
+    assert (await mem.search("gizmo")).results == []
+
+
+async def test_reconcile_finds_edits_made_while_nothing_watched(
+    env: Env, open_memory: MemoryFactory
+) -> None:
+    mem = await open_memory()
+    await mem.remember("first fact about widgets")
+    await mem.close()
+    # Edited while no one watched, and no one marks it dirty.
+    env.workspace.memory_file.write_text("# M\n\n## Widgets\n\nsecond fact about gadgets\n")
+    mem2 = await open_memory()  # open() runs the reconcile scan
+    assert (await mem2.search("gadgets")).results
+    env.session(f"{today()}-later-ffffffff.md", "## Later\n\nsprockets appear\n")
+    assert await mem2.reconcile() == 1
+    assert (await mem2.search("sprockets")).results
+
+
+async def test_chinese_japanese_korean_and_stemming(env: Env, open_memory: MemoryFactory) -> None:
+    env.workspace.memory_file.write_text(
+        "# M\n\n## 数据库\n\n我们把数据库连接池的大小设为二十。\n\n"
+        "## 日本語\n\n東京の開発チームはテストを毎朝実行します。\n\n"
+        "## 한국어\n\n서울 팀은 배포를 금요일에 하지 않습니다.\n\n"
+        "## Runner\n\nThe CI runs nightly.\n"
+    )
+    mem = await open_memory()
+    cases = {
+        "连接": "M > 数据库",
+        "開発": "M > 日本語",
+        "배포": "M > 한국어",
+        "running": "M > Runner",
+    }
+    for query, heading in cases.items():
+        res = await mem.search(query, min_score=0)
+        assert [h.heading for h in res.results] == [heading], query
+    assert (await mem.search("the of and ???")).results == []
+
+
+class GatedProvider(HashProvider):
+    """Blocks inside embed() until released, so the test can act during the await."""
+
+    def __init__(self) -> None:
+        super().__init__(32)
+        self.entered = anyio.Event()
+        self.release = anyio.Event()
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.entered.set()
+        await self.release.wait()
+        return await super().embed(texts)
+
+
+def write_with_no_wait(env: Env) -> None:
+    conn, _ = connect(env.workspace.index_path, busy_timeout_ms=0)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(
+            "INSERT INTO meta (key, value) VALUES ('probe', 'x') "
+            "ON CONFLICT(key) DO UPDATE SET value = 'y'"
+        )
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("during", ["search", "indexing"])
+async def test_no_transaction_is_held_while_an_embedding_is_awaited(
+    env: Env, open_memory: MemoryFactory, during: str
+) -> None:
+    provider = GatedProvider()
+    mem = await open_memory(provider)
+    await mem.remember("phase rule note")
+    results: list[object] = []
+
+    async def run() -> None:
+        if during == "search":
+            results.append(await mem.search("phase rule"))
+        else:
+            results.append(await mem.embed_pending())
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run)
+            await provider.entered.wait()
+            # Another connection writes with busy_timeout = 0 while the await is pending.
+            await anyio.to_thread.run_sync(write_with_no_wait, env)
+            provider.release.set()
+    assert results
+
+
+async def test_index_search_scores_are_finite_and_clamped(
+    env: Env, open_memory: MemoryFactory
+) -> None:
+    env.workspace.memory_file.write_text("# M\n\n## A\n\nalpha beta gamma\n")
+    mem = await open_memory(HashProvider(64))
+    await mem.embed_all()
+    for h in (await mem.search("alpha beta", min_score=0)).results:
+        assert math.isfinite(h.score) and 0.0 <= h.score <= 1.0
