@@ -1,0 +1,201 @@
+"""Reading and atomically writing memory files (SPEC §2 "Writes are atomic", §15).
+
+Every write of a memory file goes to a temp file in the same directory, is written in full,
+flushed and fsynced, then renamed over the target, and the directory is fsynced: a reader
+sees the old file or the new one, never half of either. If anything fails, the temp file is
+removed, the target is untouched and :class:`~memoryd.errors.StorageError` names the path
+and the OS error (``ENOSPC`` …).
+
+All OS calls of the write path go through the module-level ``_fs`` object so that tests can
+inject faults: ``monkeypatch.setattr(files._fs, "replace", boom)``.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+from pathlib import Path
+
+from memoryd.core.notes import append_note
+from memoryd.errors import StorageError
+
+#: Temp files start with this (hidden, and never ending in ``.md``: watchers ignore them).
+TEMP_PREFIX = ".memoryd-tmp-"
+_NEW_FILE_MODE = 0o600
+# errnos meaning "this file system cannot fsync a directory" — not a failed write.
+_DIR_FSYNC_UNSUPPORTED = {errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EBADF}
+
+
+class _OsFileSystem:
+    """The OS calls of the write path, one method each, so tests can replace any of them."""
+
+    def open_new(self, path: str, mode: int) -> int:
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
+
+    def write(self, fd: int, data: bytes | memoryview) -> int:
+        return os.write(fd, data)
+
+    def fsync(self, fd: int) -> None:
+        os.fsync(fd)
+
+    def close(self, fd: int) -> None:
+        os.close(fd)
+
+    def replace(self, src: str, dst: str) -> None:
+        os.replace(src, dst)
+
+    def link(self, src: str, dst: str) -> None:
+        os.link(src, dst)
+
+    def fsync_dir(self, path: str) -> None:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+_fs = _OsFileSystem()
+
+
+def _storage_error(action: str, path: Path, exc: OSError) -> StorageError:
+    name = errno.errorcode.get(exc.errno, "") if exc.errno else ""
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    detail = f"{name}: {reason}" if name else reason
+    return StorageError(f"cannot {action} {path}: {detail}", path=str(path), errno=name or None)
+
+
+def _encode(text: str) -> bytes:
+    # surrogateescape gives back bytes that read_bytes decoding preserved; any other lone
+    # surrogate (e.g. from a JSON client) is replaced rather than failing the write.
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace")
+
+
+def _write_temp(path: Path, data: bytes) -> str:
+    """Write ``data`` to a new fsynced temp file next to ``path``; return its name."""
+    try:
+        mode = os.stat(path).st_mode & 0o7777
+    except OSError:
+        mode = _NEW_FILE_MODE
+    for _ in range(100):
+        temp = str(path.parent / f"{TEMP_PREFIX}{path.name}.{secrets.token_hex(4)}")
+        try:
+            fd = _fs.open_new(temp, mode)
+            break
+        except FileExistsError:
+            continue
+    else:  # pragma: no cover - 100 collisions of 32 random bits
+        raise FileExistsError(errno.EEXIST, "no free temp file name", str(path.parent))
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[_fs.write(fd, view) :]
+            _fs.fsync(fd)
+        finally:
+            _fs.close(fd)
+        if mode != _NEW_FILE_MODE:
+            os.chmod(temp, mode)  # the umask may have narrowed it
+    except BaseException:
+        _remove_quietly(temp)
+        raise
+    return temp
+
+
+def _remove_quietly(temp: str) -> None:
+    try:
+        os.unlink(temp)
+    except OSError:
+        pass
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        _fs.fsync_dir(str(directory))
+    except OSError as exc:
+        if exc.errno not in _DIR_FSYNC_UNSUPPORTED:
+            raise
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` atomically and durably (see the module docstring).
+
+    A new file is created ``0600``; an existing file keeps its permission bits.
+    """
+    try:
+        temp = _write_temp(path, data)
+        try:
+            _fs.replace(temp, str(path))
+        except BaseException:
+            _remove_quietly(temp)
+            raise
+        _fsync_dir(path.parent)
+    except OSError as exc:
+        raise _storage_error("write", path, exc) from exc
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` (UTF-8) atomically and durably."""
+    atomic_write_bytes(path, _encode(text))
+
+
+def read_bytes(path: Path) -> bytes | None:
+    """The bytes of ``path``, or None if it does not exist."""
+    try:
+        return path.read_bytes()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise _storage_error("read", path, exc) from exc
+
+
+def read_text(path: Path) -> str | None:
+    """The text of ``path`` (UTF-8, odd bytes replaced by U+FFFD), or None if missing."""
+    data = read_bytes(path)
+    return None if data is None else data.decode("utf-8", "replace")
+
+
+def append_section(path: Path, section: str) -> None:
+    """Append ``section`` to ``path`` after one blank line, atomically.
+
+    The file is rewritten whole (current text + separator + section) through
+    :func:`atomic_write_bytes`, so it is never truncated or half-appended; bytes of the
+    current file that are not valid UTF-8 are kept exactly. A missing file is created.
+    """
+    data = read_bytes(path)
+    current = "" if data is None else data.decode("utf-8", "surrogateescape")
+    atomic_write_text(path, append_note(current, section))
+
+
+def ensure_file(path: Path, template_text: str) -> bool:
+    """Create ``path`` with ``template_text`` unless it exists; True if it was created.
+
+    Atomic and never overwrites: the complete temp file is hard-linked into place, so a
+    file that appears meanwhile (a person, another process) wins. On file systems without
+    hard links it falls back to a rename when the target is still missing.
+    """
+    if path.exists():
+        return False
+    try:
+        temp = _write_temp(path, _encode(template_text))
+        try:
+            try:
+                _fs.link(temp, str(path))
+            except FileExistsError:
+                return False
+            except OSError as exc:
+                if exc.errno not in {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV}:
+                    raise
+                if path.exists():
+                    return False
+                _fs.replace(temp, str(path))
+        finally:
+            _remove_quietly(temp)
+        _fsync_dir(path.parent)
+    except OSError as exc:
+        raise _storage_error("create", path, exc) from exc
+    return True
