@@ -1,0 +1,283 @@
+"""The markdown chunker, stable chunk ids and chunk times (SPEC §3). Pure.
+
+:func:`chunk_markdown` splits a file into sections at ATX headings (keeping the heading path
+``Parent > Child`` as context) and cuts any section longer than ``max_chars`` into
+overlapping pieces: at blank lines first, then at line ends, and a single line longer than
+the limit at the limit itself.
+
+Guarantees, for any input text:
+
+- chunks come in file order (``start_line`` never decreases) and every non-blank line of
+  the file lies inside at least one chunk's ``start_line..end_line`` (1-based, inclusive);
+- ``len(chunk.text) <= max_chars`` for every chunk, without exception (a line longer than
+  the limit is emitted as several pieces, each carrying that line's number);
+- a chunk that is not a piece of a split line is exactly the source lines it claims, joined
+  with ``'\\n'``; it starts and ends with a non-blank line;
+- no chunk is only whitespace; a section that is only a heading line is a chunk;
+- the result depends on nothing but the arguments.
+
+Lines are separated by ``'\\n'`` only (as editors number them); a ``'\\r'`` before it stays
+in the chunk text. :func:`chunk_ids` derives ids from content, never from position, so a
+chunk keeps its id when the file changes around it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import blake3
+
+__all__ = [
+    "Chunk",
+    "chunk_ids",
+    "chunk_markdown",
+    "chunk_time_for_session",
+    "flush_marks",
+]
+
+HEADING_SEPARATOR = " > "
+
+_HEADING = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*")
+_CLOSING_HASHES = re.compile(r"(?:^|[ \t]+)#+$")
+_FENCE_OPEN = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
+_FENCE_CLOSE = re.compile(r" {0,3}(`{3,}|~{3,})[ \t]*")
+_FLUSH_MARK = re.compile(r"\s*<!--\s*flush\s+(\S+)(?:\s+trigger=\S*)?\s*-->\s*")
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One searchable piece of a markdown file."""
+
+    start_line: int
+    """First line, 1-based."""
+    end_line: int
+    """Last line, 1-based, inclusive."""
+    heading: str
+    """Heading path, ``"Parent > Child"``; ``''`` before the first heading."""
+    text: str
+    """The exact text of those lines joined with ``'\\n'`` (or a piece of one huge line)."""
+    hash: str
+    """blake3 hex digest of :attr:`text`."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Section:
+    heading: str
+    first: int  # 0-based index of the first line (the heading line, if any)
+    stop: int  # 0-based, exclusive
+
+
+def chunk_markdown(text: str, max_chars: int = 1600, overlap_chars: int = 320) -> list[Chunk]:
+    """Split markdown ``text`` into chunks of at most ``max_chars`` characters.
+
+    ``overlap_chars`` is how much consecutive pieces of one long section share (whole lines
+    when splitting at lines; characters when splitting a huge line). It is capped at
+    ``max_chars // 2`` so every chunk makes progress. Raises ``ValueError`` if
+    ``max_chars < 1`` or ``overlap_chars < 0`` (a caller bug: config validation rejects it).
+    """
+    if max_chars < 1:
+        raise ValueError(f"max_chars must be >= 1, got {max_chars}")
+    if overlap_chars < 0:
+        raise ValueError(f"overlap_chars must be >= 0, got {overlap_chars}")
+    overlap = min(overlap_chars, max_chars // 2)
+    lines = text.split("\n")
+    chunks: list[Chunk] = []
+    for section in _sections(lines):
+        first, stop = section.first, section.stop
+        while first < stop and _blank(lines[first]):
+            first += 1
+        while stop > first and _blank(lines[stop - 1]):
+            stop -= 1
+        if first < stop:
+            chunks.extend(_split_section(lines, first, stop, section.heading, max_chars, overlap))
+    return chunks
+
+
+def chunk_ids(path: str, chunks: Sequence[Chunk]) -> list[str]:
+    """Stable ids (32 hex chars) for the chunks of the file at ``path``.
+
+    An id is blake3 of the path, the heading path, the content hash and the occurrence
+    number among identical (heading, hash) twins earlier in the file — never of a line
+    number, so inserting or editing text elsewhere leaves an unchanged chunk's id as is.
+    ``path`` should be the file's path relative to the memory root, always spelled the same.
+    """
+    seen: Counter[tuple[str, str]] = Counter()
+    ids: list[str] = []
+    for chunk in chunks:
+        key = (chunk.heading, chunk.hash)
+        occurrence = seen[key]
+        seen[key] += 1
+        payload = json.dumps([path, chunk.heading, chunk.hash, occurrence]).encode()
+        ids.append(blake3.blake3(payload).hexdigest(length=16))
+    return ids
+
+
+def flush_marks(text: str) -> list[tuple[int, datetime]]:
+    """The ``<!-- flush <UTC ISO time> trigger=<name> -->`` lines of a session log (SPEC §7).
+
+    Returns ``(1-based line number, aware UTC datetime)`` in file order. A time without an
+    offset is taken as UTC; a mark whose time does not parse is ignored.
+    """
+    marks: list[tuple[int, datetime]] = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        match = _FLUSH_MARK.fullmatch(line)
+        if match is None:
+            continue
+        try:
+            when = datetime.fromisoformat(match.group(1))
+        except ValueError:
+            continue
+        when = when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
+        marks.append((number, when))
+    return marks
+
+
+def chunk_time_for_session(
+    chunk: Chunk, marks: Sequence[tuple[int, datetime]], file_date: datetime | None
+) -> datetime | None:
+    """The time of a session-log chunk, for decay (SPEC §3).
+
+    A flush writes its mark line just above its ``##`` sections, so a chunk belongs to the
+    **latest mark on or before its first line**. A chunk that starts before every mark but
+    contains one (text above the first mark) takes the first mark inside it. Otherwise the
+    date from the file name, ``file_date`` (``None`` when unknown: the caller falls back).
+    """
+    before = [(line, when) for line, when in marks if line <= chunk.start_line]
+    if before:
+        return max(before, key=lambda mark: mark[0])[1]
+    inside = [(line, when) for line, when in marks if line <= chunk.end_line]
+    if inside:
+        return min(inside, key=lambda mark: mark[0])[1]
+    return file_date
+
+
+def _blank(line: str) -> bool:
+    return not line.strip()
+
+
+def _heading_title(line: str) -> tuple[int, str] | None:
+    """``(level, title)`` when ``line`` is an ATX heading, else ``None``."""
+    match = _HEADING.fullmatch(line.removesuffix("\r"))
+    if match is None:
+        return None
+    title = _CLOSING_HASHES.sub("", (match.group(2) or "").strip()).strip()
+    return len(match.group(1)), title
+
+
+def _sections(lines: Sequence[str]) -> list[_Section]:
+    """Cut ``lines`` at ATX headings outside fenced code; a heading opens its section."""
+    sections: list[_Section] = []
+    path: list[tuple[int, str]] = []  # (level, title) of the open headings
+    heading, first = "", 0
+    fence: str | None = None  # the opening fence of the code block we are in
+    for index, raw in enumerate(lines):
+        line = raw.removesuffix("\r")
+        if fence is not None:
+            close = _FENCE_CLOSE.fullmatch(line)
+            if close and close.group(1)[0] == fence[0] and len(close.group(1)) >= len(fence):
+                fence = None
+            continue
+        opening = _FENCE_OPEN.fullmatch(line)
+        if opening and not (opening.group(1)[0] == "`" and "`" in opening.group(2)):
+            fence = opening.group(1)
+            continue
+        found = _heading_title(line)
+        if found is None:
+            continue
+        level, title = found
+        sections.append(_Section(heading, first, index))
+        while path and path[-1][0] >= level:
+            path.pop()
+        path.append((level, title))
+        heading = HEADING_SEPARATOR.join(t for _, t in path if t)
+        first = index
+    sections.append(_Section(heading, first, len(lines)))
+    return sections
+
+
+def _make(start: int, end: int, heading: str, text: str) -> Chunk:
+    """A chunk over 0-based lines ``start..end`` (inclusive)."""
+    return Chunk(start + 1, end + 1, heading, text, blake3.blake3(text.encode()).hexdigest())
+
+
+def _split_section(
+    lines: Sequence[str], first: int, stop: int, heading: str, max_chars: int, overlap: int
+) -> list[Chunk]:
+    """Chunks for the non-blank-bounded lines ``first..stop-1`` of one section."""
+    whole = "\n".join(lines[first:stop])
+    if len(whole) <= max_chars:
+        return [_make(first, stop - 1, heading, whole)]
+
+    ends = [0] * (stop - first + 1)  # ends[i]: total length of lines first..first+i-1
+    for i in range(first, stop):
+        ends[i - first + 1] = ends[i - first] + len(lines[i])
+
+    def size(a: int, b: int) -> int:  # length of lines a..b-1 joined with '\n'
+        return ends[b - first] - ends[a - first] + (b - a - 1)
+
+    chunks: list[Chunk] = []
+    start = first  # the next chunk starts here (possibly in the previous chunk's overlap)
+    fresh = first  # first line not yet in any chunk; always a non-blank line
+    while fresh < stop:
+        if len(lines[fresh]) > max_chars:
+            chunks.extend(_split_line(lines[fresh], fresh, heading, max_chars, overlap))
+            start = fresh = _next_filled(lines, fresh + 1, stop)
+            continue
+        # Longest run of whole lines from `start` that fits; it reaches past `fresh`.
+        end = fresh + 1
+        while end < stop and size(start, end + 1) <= max_chars:
+            end += 1
+        if end < stop:
+            # Prefer to end just before a blank line, as long as it covers `fresh`.
+            for cut in range(end, fresh, -1):
+                if _blank(lines[cut]):
+                    end = cut
+                    break
+        last = end
+        while _blank(lines[last - 1]):
+            last -= 1
+        chunks.append(_make(start, last - 1, heading, "\n".join(lines[start:last])))
+        previous, start = start, _next_filled(lines, end, stop)
+        fresh = start
+        if fresh >= stop:
+            break
+        if len(lines[fresh]) <= max_chars:
+            # Overlap: whole trailing lines of this chunk, at most `overlap` chars, and
+            # still leaving room for the next fresh line.
+            back = last
+            while (
+                back - 1 > previous
+                and size(back - 1, last) <= overlap
+                and size(back - 1, fresh + 1) <= max_chars
+            ):
+                back -= 1
+            while back < last and _blank(lines[back]):
+                back += 1
+            if back < last:
+                start = back
+    return chunks
+
+
+def _next_filled(lines: Sequence[str], index: int, stop: int) -> int:
+    while index < stop and _blank(lines[index]):
+        index += 1
+    return index
+
+
+def _split_line(line: str, index: int, heading: str, max_chars: int, overlap: int) -> list[Chunk]:
+    """Pieces of one line longer than ``max_chars``, cut at the limit, sharing ``overlap``."""
+    step = max_chars - overlap
+    pieces: list[Chunk] = []
+    offset = 0
+    while True:
+        piece = line[offset : offset + max_chars]
+        if piece.strip():
+            pieces.append(_make(index, index, heading, piece))
+        if offset + max_chars >= len(line):
+            return pieces
+        offset += step

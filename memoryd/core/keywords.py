@@ -1,0 +1,175 @@
+"""Keyword extraction, FTS5 query building and CJK bigrams for text search (SPEC §3). Pure.
+
+The FTS table uses ``porter unicode61``, which treats a whole run of Han, kana or Hangul
+characters as one token. So the text given to FTS5 (never the stored text) has each CJK run
+rewritten as overlapping character bigrams (:func:`fts_text`), and queries are built from
+the same bigrams (:func:`build_match_query`).
+
+A user's query is never passed raw to ``MATCH``: :func:`extract_keywords` keeps only word
+characters, every keyword is quoted as an FTS5 string, and the keywords are ORed. The query
+built from any string whatsoever is valid FTS5 syntax, or ``None`` when nothing is left to
+search for (the caller then returns no results).
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = [
+    "STOP_WORDS",
+    "build_match_query",
+    "cjk_bigrams",
+    "extract_keywords",
+    "fts_text",
+    "is_cjk",
+]
+
+# Inclusive code point ranges of the scripts written without spaces between words (plus
+# Hangul, whose words unicode61 would still keep whole with their particles attached).
+_CJK_RANGES: tuple[tuple[int, int], ...] = (
+    (0x1100, 0x11FF),  # Hangul Jamo
+    (0x3005, 0x3007),  # 々 〆 〇 (iteration mark, closing mark, ideographic zero)
+    (0x3040, 0x309F),  # Hiragana
+    (0x30A0, 0x30FF),  # Katakana
+    (0x3130, 0x318F),  # Hangul Compatibility Jamo
+    (0x31F0, 0x31FF),  # Katakana Phonetic Extensions
+    (0x3400, 0x4DBF),  # CJK Unified Ideographs Extension A
+    (0x4E00, 0x9FFF),  # CJK Unified Ideographs
+    (0xA960, 0xA97F),  # Hangul Jamo Extended-A
+    (0xAC00, 0xD7AF),  # Hangul Syllables
+    (0xD7B0, 0xD7FF),  # Hangul Jamo Extended-B
+    (0xF900, 0xFAFF),  # CJK Compatibility Ideographs
+    (0xFF66, 0xFF9F),  # Halfwidth Katakana
+    (0x20000, 0x2FA1F),  # Extensions B-F and Compatibility Ideographs Supplement
+    (0x30000, 0x323AF),  # Extensions G-H
+)
+
+STOP_WORDS: frozenset[str] = frozenset(
+    """
+    a about above after again against all also am an and any are as at be because been
+    before being below between both but by can could did do does doing done down during
+    each else etc few for from further get got had has have having he her here hers herself
+    him himself his how if in into is it its itself just let me more most my myself no nor
+    not now of off on once only or other our ours ourselves out over own same she should so
+    some such than that the their theirs them themselves then there these they this those
+    through to too under until up upon us very was we were what when where which while who
+    whom why will with would you your yours yourself yourselves
+    的 了 是 在 和 与 或 也 就 都 而 及 着 吗 呢 吧 啊 这 那 之 把 被 我 你 他 她 它
+    我们 你们 他们 这个 那个 什么 怎么 如何 一个 没有 可以 の は が を に で と も へ
+    """.split()
+)
+"""Dropped from queries: English function words, and CJK runs that are *entirely* one of a
+few common Chinese function words or Japanese particles (a run containing one, like 目的
+or 现在, is kept)."""
+
+_WORD = re.compile(r"[^\W_]+")  # runs of letters and digits; '_' splits, as in unicode61
+
+
+def is_cjk(ch: str) -> bool:
+    """True for a Han ideograph, kana or Hangul letter (not CJK punctuation or symbols).
+
+    Only letters and numerals count (``str.isalnum``), so the katakana middle dot ``・`` or
+    the voiced sound marks ``゛`` separate runs exactly as they separate FTS5 tokens.
+    """
+    code = ord(ch)
+    return any(low <= code <= high for low, high in _CJK_RANGES) and ch.isalnum()
+
+
+def cjk_bigrams(run: str) -> list[str]:
+    """Overlapping character bigrams of a CJK run; a one-character run stays a unigram."""
+    if len(run) <= 1:
+        return [run] if run else []
+    return [run[i : i + 2] for i in range(len(run) - 1)]
+
+
+def fts_text(text: str) -> str:
+    """The text given to FTS5 for ``text``: each CJK run replaced by its bigrams.
+
+    The bigrams are separated by spaces and padded by a space from any neighbouring
+    character; everything else is left as it is. ``"用SQLite存数据"`` becomes
+    ``"用 SQLite 存数 数据"``.
+    """
+    out: list[str] = []
+    run_start: int | None = None
+    for index, ch in enumerate(text + "\0"):
+        if index < len(text) and is_cjk(ch):
+            if run_start is None:
+                run_start = index
+            continue
+        if run_start is not None:
+            if run_start > 0 and not text[run_start - 1].isspace():
+                out.append(" ")
+            out.append(" ".join(cjk_bigrams(text[run_start:index])))
+            if index < len(text) and not ch.isspace():
+                out.append(" ")
+            run_start = None
+        if index < len(text):
+            out.append(ch)
+    return "".join(out)
+
+
+def _split_script(word: str) -> list[str]:
+    """Cut a word where it switches between CJK and other characters."""
+    parts: list[str] = []
+    for ch in word:
+        if parts and is_cjk(parts[-1][-1]) == is_cjk(ch):
+            parts[-1] += ch
+        else:
+            parts.append(ch)
+    return parts
+
+
+def extract_keywords(query: str) -> list[str]:
+    """The search keywords of ``query``, in order, without duplicates.
+
+    Lowercased and split on every non-word character (``_`` included); a CJK run stays one
+    keyword, whatever its length, unless it is entirely a stop word. Other words are kept
+    when they have two or more characters, are not pure numbers and are not stop words.
+    """
+    keywords: dict[str, None] = {}  # ordered set
+    for word in _WORD.findall(query.lower()):
+        for part in _split_script(word):
+            if is_cjk(part[0]):
+                keep = part not in STOP_WORDS
+            else:
+                keep = len(part) >= 2 and not part.isnumeric() and part not in STOP_WORDS
+            if keep:
+                keywords.setdefault(part)
+    return list(keywords)
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace('"', '""') + '"'
+
+
+def build_match_query(query: str) -> str | None:
+    """An FTS5 ``MATCH`` expression for ``query``, or ``None`` when it has no keywords.
+
+    Every keyword is a quoted FTS5 string and the terms are ORed:
+
+    - a word: ``"running"`` (the porter tokenizer stems it, so it finds ``runs``);
+    - a single CJK character: the prefix query ``"数"*``, which matches the bigrams that
+      start with it;
+    - a CJK run of two or more characters: the phrase of its bigrams, ``"数据 据库"``, and,
+      for three or more characters, each of its bigrams on its own as well. The phrase
+      ranks text holding the exact run first; the single bigrams keep recall when the run
+      is a whole sentence (CJK queries have no spaces between words, so a question is one
+      run that no document contains verbatim).
+
+    The result is valid FTS5 syntax for any input string.
+    """
+    terms: dict[str, None] = {}  # ordered set
+    for keyword in extract_keywords(query):
+        if is_cjk(keyword[0]):
+            bigrams = cjk_bigrams(keyword)
+            if len(keyword) == 1:
+                candidates = [_quote(keyword) + "*"]
+            else:
+                candidates = [_quote(" ".join(bigrams))]
+                if len(bigrams) > 1:
+                    candidates.extend(_quote(bigram) for bigram in bigrams)
+        else:
+            candidates = [_quote(keyword)]
+        for term in candidates:
+            terms.setdefault(term)
+    return " OR ".join(terms) if terms else None
