@@ -1,0 +1,647 @@
+"""The configuration of memoryd as data, and the one pure function that resolves it (SPEC §13).
+
+:class:`Config` holds one frozen dataclass per TOML section. Each field carries its
+:class:`Rule` (kind, bounds, choices), so the schema lives next to the defaults.
+:func:`resolve` layers defaults < file < ``MEMORYD_*`` environment < flags and validates every
+value; errors are :class:`~memoryd.errors.ConfigError` naming the dotted key. The environment,
+the platform and the home directory are passed in: nothing here reads them (see
+``memoryd.store.configfile`` for the I/O). :func:`default_paths` / :func:`effective_paths`
+place the memory root, state dir, socket and config file; :func:`render_toml` and
+:func:`as_dict` serve ``memoryd config show``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import re
+import tomllib
+from collections.abc import Iterator, Mapping
+from dataclasses import MISSING, Field, dataclass, field, fields, is_dataclass
+from datetime import date, datetime, time
+from pathlib import PurePosixPath
+from types import MappingProxyType
+from typing import Any, Literal
+
+from memoryd.errors import ConfigError
+
+# Environment variables named MEMORYD_* that are not configuration keys.
+NOT_CONFIG_ENV = frozenset({"MEMORYD_HOME", "MEMORYD_CONFIG"})
+LOG_LEVELS = ("debug", "info", "warning", "error")
+LOG_FORMATS = ("auto", "json", "console")
+EMBEDDING_PROVIDERS = ("auto", "none", "local", "openai", "hash")
+SCHEDULES = ("off", "daily")
+SOURCES = ("global", "workspace", "session")
+
+Kind = Literal["str", "int", "float", "bool", "strs", "strmap", "tables"]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What one configuration value may be: its kind, bounds and choices."""
+
+    kind: Kind
+    low: float | None = None
+    high: float | None = None
+    above: bool = False  # the low bound is exclusive
+    choices: tuple[str, ...] = ()
+    path: bool = False  # an absolute path or one starting with ~ (empty = the default)
+
+    def expected(self) -> str:
+        """The expected value in words, as error messages show it."""
+        if self.choices:
+            return "one of " + ", ".join(repr(c) for c in self.choices)
+        if self.path:
+            return "an absolute path (or one starting with ~), or empty"
+        if self.kind not in ("int", "float"):
+            return _KIND_WORDS[self.kind]
+        noun = "an integer" if self.kind == "int" else "a number"
+        if self.low is not None and self.high is not None:
+            return f"{noun} in [{self.low:g}, {self.high:g}]"
+        return (
+            f"{noun} {'>' if self.above else '>='} {self.low:g}" if self.low is not None else noun
+        )
+
+
+_KIND_WORDS = {
+    "str": "a string",
+    "bool": "true or false",
+    "strs": "a list of non-empty strings",
+    "strmap": "a table of name = non-empty string",
+    "tables": "a table of tables",
+}
+
+
+def _frozen(value: Any) -> Any:
+    """A read-only deep copy: tables become mapping proxies, arrays tuples."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({str(k): _frozen(v) for k, v in value.items()})
+    if isinstance(value, list | tuple):
+        return tuple(_frozen(v) for v in value)
+    return value
+
+
+def _text(default: str = "", *, choices: tuple[str, ...] = (), path: bool = False) -> str:
+    return field(default=default, metadata={"rule": Rule("str", choices=choices, path=path)})
+
+
+def _int(default: int, low: int = 0) -> int:
+    return field(default=default, metadata={"rule": Rule("int", low=low)})
+
+
+def _num(default: float, low: float = 0.0, high: float | None = None, above: bool = False) -> float:
+    return field(default=default, metadata={"rule": Rule("float", low, high, above)})
+
+
+def _flag(default: bool) -> bool:
+    return field(default=default, metadata={"rule": Rule("bool")})
+
+
+def _map(kind: Kind) -> Mapping[str, Any]:
+    return field(default_factory=lambda: MappingProxyType({}), metadata={"rule": Rule(kind)})
+
+
+def _keyed(keys: tuple[str, ...], default: float) -> Mapping[str, float]:
+    """A mapping with exactly ``keys``, each a number >= 0 (a TOML sub-table)."""
+    return field(
+        default_factory=lambda: MappingProxyType(dict.fromkeys(keys, default)),
+        metadata={"rule": Rule("float", low=0.0), "keys": keys},
+    )
+
+
+@dataclass(frozen=True)
+class DaemonConfig:
+    """``[daemon]``: the socket, logging, actor lifetime, request size, start-up workspaces."""
+
+    socket: str = _text(path=True)
+    log_level: str = _text("info", choices=LOG_LEVELS)
+    log_format: str = _text("auto", choices=LOG_FORMATS)
+    actor_idle_secs: float = _num(600.0, above=True)
+    max_request_bytes: int = _int(1_048_576, low=1)
+    workspaces: tuple[str, ...] = field(default=(), metadata={"rule": Rule("strs")})
+
+
+@dataclass(frozen=True)
+class MemoryConfig:
+    """``[memory]``: where the markdown memory lives (empty = the platform default)."""
+
+    root: str = _text(path=True)
+
+
+@dataclass(frozen=True)
+class IndexConfig:
+    """``[index]``: chunk sizes, the reconcile scan period and the watcher debounce."""
+
+    max_chunk_chars: int = _int(1600, low=1)
+    chunk_overlap_chars: int = _int(320)
+    reconcile_secs: float = _num(300.0, above=True)
+    watch_debounce_ms: int = _int(50)
+
+
+@dataclass(frozen=True)
+class MmrConfig:
+    """``[search.mmr]``: maximal-marginal-relevance re-ranking (off by default)."""
+
+    enabled: bool = _flag(False)
+    lambda_: float = _num(0.7, high=1.0)
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """``[search]``: result count, relevance threshold, merge weights, decay, MMR (SPEC §5)."""
+
+    max_results: int = _int(6, low=1)
+    min_score: float = _num(0.35, high=1.0)
+    text_weight: float = _num(0.3, high=1.0)
+    vector_weight: float = _num(0.7, high=1.0)
+    half_life_days: float = _num(30.0)
+    source_weights: Mapping[str, float] = _keyed(SOURCES, 1.0)
+    mmr: MmrConfig = field(default_factory=MmrConfig)
+
+
+@dataclass(frozen=True)
+class EmbeddingConfig:
+    """``[embedding]``: the embedding provider and its endpoint (SPEC §6)."""
+
+    provider: str = _text("auto", choices=EMBEDDING_PROVIDERS)
+    model: str = _text()
+    base_url: str = _text()
+    api_key_env: str = _text("OPENAI_API_KEY")
+    dimensions: int = _int(0)
+    batch_size: int = _int(32, low=1)
+    timeout_secs: float = _num(10.0, above=True)
+    max_retries: int = _int(3)
+    threads: int = _int(1, low=1)
+
+
+@dataclass(frozen=True)
+class LlmConfig:
+    """``[llm]``: the OpenAI-compatible chat model used by flush, dream and confluence."""
+
+    base_url: str = _text()
+    model: str = _text()
+    api_key_env: str = _text("OPENAI_API_KEY")
+    timeout_secs: float = _num(60.0, above=True)
+    max_retries: int = _int(2)
+
+
+@dataclass(frozen=True)
+class FlushConfig:
+    """``[flush]``: when and how much a session flush writes (SPEC §7)."""
+
+    enabled: bool = _flag(True)
+    soft_threshold_tokens: int = _int(4000)
+    idle_timeout_secs: float = _num(300.0)
+    max_write_chars: int = _int(8000, low=1)
+    dedupe_threshold: float = _num(0.92, high=1.0)
+
+
+@dataclass(frozen=True)
+class DreamConfig:
+    """``[dream]``: the dream gates, lock and limits (SPEC §8); check interval 0 = none."""
+
+    enabled: bool = _flag(True)
+    min_hours: int = _int(24)
+    min_sessions: int = _int(5)
+    check_interval_secs: float = _num(0.0)
+    stale_lock_secs: float = _num(3600.0, above=True)
+    max_input_chars: int = _int(32000, low=1)
+    max_loss_fraction: float = _num(0.5, high=1.0)
+    keep_history: int = _int(10, low=1)
+
+
+@dataclass(frozen=True)
+class AgentsConfig:
+    """``[agents]``: user agent dir, per-agent model pins, raw roles and personas (SPEC §9)."""
+
+    user_dir: str = _text(path=True)
+    models: Mapping[str, str] = _map("strmap")
+    roles: Mapping[str, Any] = _map("tables")
+    personas: Mapping[str, Any] = _map("tables")
+
+
+@dataclass(frozen=True)
+class ConfluenceConfig:
+    """``[confluence]``: cross-workspace experience confluence (SPEC §10), off by default."""
+
+    enabled: bool = _flag(False)
+    schedule: str = _text("off", choices=SCHEDULES)
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole effective configuration, one attribute per TOML section."""
+
+    daemon: DaemonConfig = field(default_factory=DaemonConfig)
+    memory: MemoryConfig = field(default_factory=MemoryConfig)
+    index: IndexConfig = field(default_factory=IndexConfig)
+    search: SearchConfig = field(default_factory=SearchConfig)
+    embedding: EmbeddingConfig = field(default_factory=EmbeddingConfig)
+    llm: LlmConfig = field(default_factory=LlmConfig)
+    flush: FlushConfig = field(default_factory=FlushConfig)
+    dream: DreamConfig = field(default_factory=DreamConfig)
+    agents: AgentsConfig = field(default_factory=AgentsConfig)
+    confluence: ConfluenceConfig = field(default_factory=ConfluenceConfig)
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A resolved config and, per dotted key, where its value came from."""
+
+    config: Config
+    sources: Mapping[str, str]  # "default" | "file <path>" | "env MEMORYD_X_Y" | "flag"
+
+
+# --- the schema, derived once from the dataclasses -------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Leaf:
+    key: str
+    rule: Rule
+    default: Any
+
+
+_Node = dict[str, "_Node | _Leaf"]
+
+
+def _default_of(f: Field[Any]) -> Any:
+    if f.default is not MISSING:
+        return f.default
+    assert f.default_factory is not MISSING
+    return f.default_factory()
+
+
+def _schema(cls: type, prefix: str) -> _Node:
+    node: _Node = {}
+    for f in fields(cls):
+        name, default = f.name.rstrip("_"), _default_of(f)
+        key = prefix + name
+        if is_dataclass(default):
+            node[name] = _schema(type(default), key + ".")
+        elif "keys" in f.metadata:
+            rule = f.metadata["rule"]
+            node[name] = {k: _Leaf(f"{key}.{k}", rule, default[k]) for k in f.metadata["keys"]}
+        else:
+            node[name] = _Leaf(key, f.metadata["rule"], default)
+    return node
+
+
+def _leaves(node: _Node) -> Iterator[_Leaf]:
+    for child in node.values():
+        if isinstance(child, _Leaf):
+            yield child
+        else:
+            yield from _leaves(child)
+
+
+_SCHEMA = _schema(Config, "")
+LEAVES: Mapping[str, Rule] = MappingProxyType({leaf.key: leaf.rule for leaf in _leaves(_SCHEMA)})
+_DEFAULTS = {leaf.key: leaf.default for leaf in _leaves(_SCHEMA)}
+
+
+def env_name(key: str) -> str:
+    """The environment variable that sets dotted ``key``: ``MEMORYD_SEARCH_MMR_ENABLED``."""
+    return "MEMORYD_" + key.replace(".", "_").upper()
+
+
+_ENV = {env_name(key): key for key in LEAVES}
+
+
+def _build(cls: Any, prefix: str, values: Mapping[str, Any]) -> Any:
+    kwargs: dict[str, Any] = {}
+    for f in fields(cls):
+        key = prefix + f.name.rstrip("_")
+        default = _default_of(f)
+        if is_dataclass(default):
+            kwargs[f.name] = _build(type(default), key + ".", values)
+        elif "keys" in f.metadata:
+            kwargs[f.name] = MappingProxyType({k: values[f"{key}.{k}"] for k in f.metadata["keys"]})
+        else:
+            kwargs[f.name] = values[key]
+    return cls(**kwargs)
+
+
+# --- parsing and resolving ---------------------------------------------------------------------
+
+
+def parse_toml(text: str, origin: str) -> dict[str, Any]:
+    """Parse TOML ``text``; a syntax error names ``origin`` and the line."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        line = re.search(r"at line (\d+)", str(exc))
+        raise ConfigError(
+            f"{origin}: not valid TOML: {exc}",
+            origin=origin,
+            line=int(line.group(1)) if line else None,
+        ) from None
+
+
+def _unknown(key: str, candidates: list[str], source: str) -> ConfigError:
+    last = key.rsplit(".", 1)[-1]  # a known key in the wrong section?
+    close = [k for k in LEAVES if k.rsplit(".", 1)[-1] == last][:1]
+    close = close or difflib.get_close_matches(key, candidates, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return ConfigError(f"unknown key {key!r}{hint} in {source}", key=key, source=source)
+
+
+def _siblings(node: _Node, prefix: str) -> list[str]:
+    return [prefix + name for name in node]
+
+
+def _flatten(data: Mapping[str, Any], node: _Node, prefix: str, source: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, value in data.items():
+        key = prefix + name
+        child = node.get(name)
+        if child is None:
+            raise _unknown(key, _siblings(node, prefix), source)
+        if isinstance(child, _Leaf):
+            out[key] = value
+        elif isinstance(value, Mapping):
+            out.update(_flatten(value, child, key + ".", source))
+        else:
+            raise ConfigError(f"{key} must be a table, got {value!r} in {source}", key=key)
+    return out
+
+
+_TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
+
+
+def _from_text(rule: Rule, text: str) -> Any:
+    """Parse an environment string by the field's kind; the text itself when it does not parse
+    (so that validation names the key, the expected value and the text)."""
+    word = text.strip().lower()
+    try:
+        match rule.kind:
+            case "int":
+                return int(word)
+            case "float":
+                return float(word)
+            case "bool" if word in _TRUE + _FALSE:
+                return word in _TRUE
+            case "strs":
+                return [part.strip() for part in text.split(",") if part.strip()]
+            case "strmap":
+                pairs = [part.split("=", 1) for part in text.split(",") if part.strip()]
+                return {name.strip(): value.strip() for name, value in pairs}
+    except ValueError:
+        pass
+    return text
+
+
+_BAD: Any = object()
+
+
+def _check(key: str, rule: Rule, raw: Any, source: str) -> Any:
+    """Validate one value and return it in its final form, or fail naming key and expectation."""
+    value = _checked(rule, raw)
+    if value is _BAD:
+        message = f"{key} must be {rule.expected()}, got {raw!r} (from {source})"
+        raise ConfigError(message, key=key, source=source)
+    return value
+
+
+def _checked(rule: Rule, raw: Any) -> Any:
+    match rule.kind:
+        case "str":
+            ok = isinstance(raw, str) and (not rule.choices or raw in rule.choices)
+            return raw if ok and (not rule.path or raw[:1] in ("", "/", "~")) else _BAD
+        case "bool":
+            return raw if isinstance(raw, bool) else _BAD
+        case "int" | "float":
+            return _number(rule, raw)
+        case "strs":
+            ok = isinstance(raw, list | tuple) and all(isinstance(s, str) and s for s in raw)
+            return tuple(raw) if ok else _BAD
+        case "strmap":
+            ok = isinstance(raw, Mapping) and all(isinstance(v, str) and v for v in raw.values())
+            return _frozen(raw) if ok else _BAD
+        case "tables":
+            ok = isinstance(raw, Mapping) and all(isinstance(v, Mapping) for v in raw.values())
+            return _frozen(raw) if ok else _BAD
+
+
+def _number(rule: Rule, raw: Any) -> Any:
+    if isinstance(raw, bool) or not isinstance(raw, int if rule.kind == "int" else int | float):
+        return _BAD
+    value = raw if rule.kind == "int" else float(raw)
+    too_low = rule.low is not None and (value <= rule.low if rule.above else value < rule.low)
+    too_high = rule.high is not None and value > rule.high
+    return _BAD if too_low or too_high or not math.isfinite(value) else value
+
+
+def _env_layer(env: Mapping[str, str]) -> dict[str, tuple[Any, str]]:
+    out: dict[str, tuple[Any, str]] = {}
+    for name, text in env.items():
+        if not name.startswith("MEMORYD_") or name in NOT_CONFIG_ENV:
+            continue
+        key = _ENV.get(name)
+        if key is None:
+            close = difflib.get_close_matches(name, list(_ENV), n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise ConfigError(f"unknown environment variable {name}{hint}", variable=name)
+        if LEAVES[key].kind == "tables":
+            raise ConfigError(f"{key} cannot be set from the environment ({name})", key=key)
+        out[key] = (_from_text(LEAVES[key], text), f"env {name}")
+    return out
+
+
+def _leaf_for(key: str) -> _Leaf:
+    """The leaf a dotted flag key names, or an error naming the key (with a close match)."""
+    node: _Node | _Leaf = _SCHEMA
+    prefix = ""
+    for part in key.split("."):
+        if isinstance(node, _Leaf):
+            break
+        child = node.get(part)
+        if child is None:
+            raise _unknown(prefix + part, _siblings(node, prefix), "flags")
+        node, prefix = child, f"{prefix}{part}."
+    if not isinstance(node, _Leaf) or node.key != key:
+        raise ConfigError(f"flag {key!r} does not name a single value", key=key)
+    return node
+
+
+def _flag_layer(flags: Mapping[str, Any]) -> dict[str, tuple[Any, str]]:
+    out: dict[str, tuple[Any, str]] = {}
+    for key, value in flags.items():
+        if value is not None:  # None: a flag that was not given
+            rule = _leaf_for(key).rule
+            parse = isinstance(value, str) and rule.kind not in ("str", "tables")
+            out[key] = (_from_text(rule, value) if parse else value, "flag")
+    return out
+
+
+def resolve(
+    file_data: Mapping[str, Any] | None,
+    env: Mapping[str, str],
+    flags: Mapping[str, Any],
+    *,
+    file_origin: str = "",
+) -> Resolved:
+    """Resolve the effective config: flags > ``MEMORYD_*`` env > file > defaults.
+
+    ``file_data`` is the parsed TOML (or None); ``flags`` maps dotted keys to values (typed,
+    or strings parsed like environment values; None = not given).
+    """
+    file_source = f"file {file_origin}".rstrip()
+    layers: dict[str, tuple[Any, str]] = {}
+    for key, raw in _flatten(file_data or {}, _SCHEMA, "", file_source).items():
+        layers[key] = (raw, file_source)
+    layers.update(_env_layer(env))
+    layers.update(_flag_layer(flags))
+    values = dict(_DEFAULTS)
+    sources = dict.fromkeys(_DEFAULTS, "default")
+    for key, (raw, source) in layers.items():
+        values[key] = _check(key, LEAVES[key], raw, source)
+        sources[key] = source
+    overlap, size = values["index.chunk_overlap_chars"], values["index.max_chunk_chars"]
+    if overlap >= size:
+        source = sources["index.chunk_overlap_chars"]
+        raise ConfigError(
+            f"index.chunk_overlap_chars must be less than index.max_chunk_chars ({size}), "
+            f"got {overlap} (from {source})",
+            key="index.chunk_overlap_chars",
+            source=source,
+        )
+    config: Config = _build(Config, "", values)
+    return Resolved(config, MappingProxyType(sources))
+
+
+# --- paths -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Paths:
+    """Where memoryd keeps things; every field is an absolute path string."""
+
+    memory_root: str
+    state_dir: str
+    runtime_dir: str
+    socket_path: str
+    config_file: str
+    home: str = ""  # the user's home, used to expand ~ in configured paths
+
+
+def default_paths(env: Mapping[str, str], platform: str, home: str) -> Paths:
+    """The default paths for this environment (``MEMORYD_HOME``, XDG variables, platform)."""
+    if env.get("MEMORYD_HOME"):
+        base = PurePosixPath(_expand(env["MEMORYD_HOME"], home))
+        config = env.get("MEMORYD_CONFIG") or str(base / "config.toml")
+        return Paths(
+            memory_root=str(base / "memory"),
+            state_dir=str(base / "state"),
+            runtime_dir=str(base / "run"),
+            socket_path=str(base / "run" / "memoryd.sock"),
+            config_file=_expand(config, home),
+            home=home,
+        )
+
+    def xdg(name: str, fallback: PurePosixPath) -> PurePosixPath:
+        value = env.get(name, "")  # relative XDG paths are invalid and ignored
+        return PurePosixPath(value, "memoryd") if value.startswith("/") else fallback
+
+    if platform == "darwin":
+        support = PurePosixPath(home, "Library", "Application Support", "memoryd")
+        data = xdg("XDG_DATA_HOME", support)
+        state = xdg("XDG_STATE_HOME", support / "state")
+    else:
+        data = xdg("XDG_DATA_HOME", PurePosixPath(home, ".local", "share", "memoryd"))
+        state = xdg("XDG_STATE_HOME", PurePosixPath(home, ".local", "state", "memoryd"))
+    runtime = xdg("XDG_RUNTIME_DIR", state)
+    config_dir = xdg("XDG_CONFIG_HOME", PurePosixPath(home, ".config", "memoryd"))
+    config = env.get("MEMORYD_CONFIG") or str(config_dir / "config.toml")
+    return Paths(
+        memory_root=str(data / "memory"),
+        state_dir=str(state),
+        runtime_dir=str(runtime),
+        socket_path=str(runtime / "memoryd.sock"),
+        config_file=_expand(config, home),
+        home=home,
+    )
+
+
+def _expand(path: str, home: str) -> str:
+    if home and (path == "~" or path.startswith("~/")):
+        return home + path[1:]
+    return path
+
+
+def effective_paths(config: Config, defaults: Paths) -> Paths:
+    """``defaults`` with ``memory.root`` and ``daemon.socket`` applied when they are set."""
+    root = _expand(config.memory.root, defaults.home) or defaults.memory_root
+    socket = _expand(config.daemon.socket, defaults.home)
+    runtime = str(PurePosixPath(socket).parent) if socket else defaults.runtime_dir
+    return Paths(
+        memory_root=root,
+        state_dir=defaults.state_dir,
+        runtime_dir=runtime,
+        socket_path=socket or defaults.socket_path,
+        config_file=defaults.config_file,
+        home=defaults.home,
+    )
+
+
+# --- rendering ---------------------------------------------------------------------------------
+
+
+def _plain(value: Any) -> Any:
+    """A dataclass / mapping / tuple tree as plain dicts and lists, with TOML key names."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name.rstrip("_"): _plain(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def as_dict(config: Config) -> dict[str, Any]:
+    """The config as nested plain dicts (TOML names: ``lambda``, not ``lambda_``)."""
+    result: dict[str, Any] = _plain(config)
+    return result
+
+
+def _toml_key(name: str) -> str:
+    return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else _toml_value(name)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
+    if isinstance(value, datetime | date | time):
+        return value.isoformat()
+    if isinstance(value, Mapping):
+        items = ", ".join(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items())
+        return "{ " + items + " }" if items else "{}"
+    return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+
+
+def render_toml(resolved: Resolved) -> str:
+    """The effective config as TOML, each value followed by a comment naming its source."""
+    lines: list[str] = []
+    plain = as_dict(resolved.config)
+
+    def emit(header: list[str], node: _Node, values: dict[str, Any]) -> None:
+        lines.extend(["", f"[{'.'.join(header)}]"] if lines else [f"[{header[0]}]"])
+        tables = []
+        for name, child in node.items():
+            if isinstance(child, _Leaf):
+                source = resolved.sources[child.key]
+                lines.append(f"{_toml_key(name)} = {_toml_value(values[name])}  # {source}")
+            else:
+                tables.append(([*header, _toml_key(name)], child, values[name]))
+        for sub_header, sub, sub_values in tables:
+            emit(sub_header, sub, sub_values)
+
+    for name, node in _SCHEMA.items():
+        assert not isinstance(node, _Leaf)
+        emit([_toml_key(name)], node, plain[name])
+    return "\n".join(lines) + "\n"
