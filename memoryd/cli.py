@@ -143,3 +143,7 @@ def _config_check(args: argparse.Namespace) -> int:
     configfile.check(args.file)
     print(f"{args.file}: ok")
     return EXIT_OK
+
+
+# Commands defined in their own modules register themselves on import.
+from memoryd import cli_daemon, cli_memory  # noqa: E402, F401

@@ -23,12 +23,12 @@ import structlog
 
 from memoryd.core.config import Config
 from memoryd.core.keywords import build_match_query
-from memoryd.core.notes import append_note, format_note, numbered_lines
+from memoryd.core.notes import format_note, numbered_lines
 from memoryd.core.ranking import Ranked, RankParams, rank
 from memoryd.core.templates import global_template, workspace_template
 from memoryd.errors import InvalidParams, NotFound
 from memoryd.providers.embeddings import EmbeddingProvider, normalize
-from memoryd.store.files import atomic_write_text, read_text
+from memoryd.store.files import append_section, ensure_file, read_text
 from memoryd.store.index import ChunkSettings, Index, SyncReport
 from memoryd.store.layout import Workspace, global_memory_file, resolve_client_path
 
@@ -350,14 +350,13 @@ class WorkspaceMemory:
         async with file_lock(target):
 
             def write() -> None:
-                current = read_text(target)
-                if current is None:
-                    current = (
-                        global_template()
-                        if scope == "global"
-                        else workspace_template(self.workspace.key.slug)
-                    )
-                atomic_write_text(target, append_note(current, note))
+                template = (
+                    global_template()
+                    if scope == "global"
+                    else workspace_template(self.workspace.key.slug)
+                )
+                ensure_file(target, template)
+                append_section(target, note)  # keeps bytes a person wrote, even odd ones
 
             await anyio.to_thread.run_sync(write)
         await self._run(self.index.sync_paths, [target])

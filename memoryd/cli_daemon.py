@@ -1,0 +1,309 @@
+"""CLI commands about the daemon itself: serve, status, doctor, install-service."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from memoryd.cli import EXIT_ERROR, EXIT_OK, Subcommands, command
+from memoryd.cli_memory import add_common, client_for, print_json
+from memoryd.errors import MemorydError
+from memoryd.store import configfile
+
+READY_TIMEOUT_SECS = 60.0
+
+
+# --- serve ---------------------------------------------------------------------------------
+
+
+@command
+def _serve_command(subcommands: Subcommands) -> None:
+    parser = subcommands.add_parser("serve", help="run the daemon (detaches unless --foreground)")
+    add_common(parser, workspace=False)
+    parser.add_argument(
+        "--foreground",
+        action="store_true",
+        help="stay attached and log to stderr (what systemd and launchd run)",
+    )
+    parser.set_defaults(handler=_serve)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from memoryd.runtime import main as runtime_main
+
+    loaded = configfile.load(args.config)  # a bad config fails here, before any fork
+    if args.foreground:
+        runtime_main.serve(args.config)
+        return EXIT_OK
+    log_path = Path(loaded.paths.state_dir) / "memoryd.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the daemon
+        os.close(read_fd)
+        _detach(log_path)
+        code = EXIT_OK
+        try:
+            runtime_main.serve(args.config, on_ready=lambda: _report(write_fd, "ok"))
+        except MemorydError as exc:
+            _report(write_fd, f"error: {exc}")
+            code = EXIT_ERROR
+        except BaseException as exc:  # noqa: BLE001 - report anything, then exit the child
+            _report(write_fd, f"error: {type(exc).__name__}: {exc}")
+            code = EXIT_ERROR
+        os._exit(code)
+    os.close(write_fd)
+    answer = _read_report(read_fd, READY_TIMEOUT_SECS)
+    if answer == "ok":
+        print(f"memoryd is running (pid {pid}); socket {loaded.paths.socket_path}")
+        print(f"logs: {log_path}; stop it with: kill {pid}")
+        return EXIT_OK
+    print(f"memoryd: {answer or 'the daemon did not start'} (see {log_path})", file=sys.stderr)
+    return EXIT_ERROR
+
+
+def _detach(log_path: Path) -> None:
+    os.setsid()
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    os.close(log_fd)
+
+
+def _report(fd: int, message: str) -> None:
+    try:
+        os.write(fd, message.encode()[:4000])
+        os.close(fd)
+    except OSError:
+        pass
+
+
+def _read_report(fd: int, timeout: float) -> str:
+    import select
+
+    deadline = time.monotonic() + timeout
+    chunks: list[bytes] = []
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([fd], [], [], deadline - time.monotonic())
+            if not ready:
+                break
+            data = os.read(fd, 4096)
+            if not data:
+                break
+            chunks.append(data)
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode(errors="replace").strip()
+
+
+# --- status --------------------------------------------------------------------------------
+
+
+@command
+def _status_command(subcommands: Subcommands) -> None:
+    parser = subcommands.add_parser(
+        "status", help="show the daemon, its workspaces, watchers and indexes"
+    )
+    add_common(parser, workspace=False)
+    parser.add_argument("--json", action="store_true", help="print the raw JSON status")
+    parser.set_defaults(handler=_status)
+
+
+def _mb(value: Any) -> str:
+    return f"{int(value) / 1e6:.1f} MB" if isinstance(value, int | float) else "-"
+
+
+def _duration(secs: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if secs >= size:
+            return f"{secs / size:.0f}{unit}"
+    return f"{secs:.0f}s"
+
+
+def render_status(status: dict[str, Any], now: float | None = None) -> str:
+    """The readable status table (what ops look at)."""
+    now = time.time() if now is None else now
+    provider = status.get("embedding_provider") or "none (FTS only)"
+    lines = [
+        f"memoryd {status['version']}  pid {status['pid']}  up {_duration(status['uptime_secs'])}"
+        f"  rss {_mb(status['rss_bytes'])}  loop {status['loop']}  embeddings: {provider}",
+        f"socket {status['socket']}",
+        f"memory {status['memory_root']}",
+        "",
+    ]
+    actors = status.get("actors", [])
+    if not actors:
+        lines.append("no workspaces served yet (they start on first use)")
+        return "\n".join(lines)
+    rows = [
+        ("WORKSPACE", "STATE", "WATCHER", "DIRTY", "FILES", "CHUNKS", "VEC PENDING", "LAST SEARCH")
+    ]
+    for actor in actors:
+        index = actor.get("index") or {}
+        last = actor.get("last_search")
+        last_text = (
+            f"{_duration(now - last['at'])} ago, {last['took_ms']:.1f} ms {last['mode']}"
+            if last
+            else "-"
+        )
+        state = actor.get("state", "?")
+        if actor.get("last_error"):
+            state = f"{state} ({actor['failures']}x: {actor['last_error']})"
+        rows.append(
+            (
+                f"{actor['workspace']} ({actor['memory_dir']})",
+                state,
+                str(actor.get("watcher", "-")),
+                str(actor.get("dirty", "-")),
+                str(index.get("files", "-")),
+                str(index.get("chunks", "-")),
+                str(index.get("vectors_pending", "-")) if index.get("embedding_model") else "-",
+                last_text,
+            )
+        )
+        if index.get("rebuilt_reason"):
+            rows.append(
+                ("  index rebuilt: " + str(index["rebuilt_reason"]), "", "", "", "", "", "", "")
+            )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        lines.append("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
+    return "\n".join(lines)
+
+
+def _status(args: argparse.Namespace) -> int:
+    with client_for(args, timeout=10.0) as client:
+        status = client.call("daemon.status")
+    if args.json:
+        print_json(status)
+    else:
+        print(render_status(status))
+    return EXIT_OK
+
+
+# --- doctor --------------------------------------------------------------------------------
+
+
+@command
+def _doctor_command(subcommands: Subcommands) -> None:
+    parser = subcommands.add_parser(
+        "doctor",
+        help="check SQLite (FTS5, sqlite-vec), the config, the socket, watcher limits, models",
+    )
+    add_common(parser, workspace=False)
+    parser.set_defaults(handler=_doctor)
+
+
+Check = tuple[str, bool, str]  # name, ok, detail
+
+
+def doctor_checks(config_path: str | None) -> list[Check]:
+    from memoryd.store.connection import probe
+
+    checks: list[Check] = []
+    try:
+        loaded = configfile.load(config_path)
+        found = "" if loaded.file_found else " (no file: defaults)"
+        checks.append(("config", True, f"{loaded.config_file}{found}"))
+    except MemorydError as exc:
+        return [("config", False, str(exc))]
+    caps = probe()
+    checks.append(("sqlite", True, f"{caps.sqlite_version} via {caps.driver}"))
+    checks.append(("fts5", caps.fts5, "available" if caps.fts5 else "missing: search cannot work"))
+    checks.append(
+        (
+            "sqlite-vec",
+            caps.vec,
+            f"{caps.vec_version}"
+            if caps.vec
+            else f"unavailable, FTS-only search ({caps.vec_error})",
+        )
+    )
+    checks.append(_socket_check(loaded))
+    checks.append(_watch_limit_check())
+    emb = loaded.config.embedding
+    checks.append(("embeddings", True, f"provider = {emb.provider}"))
+    llm = loaded.config.llm
+    if llm.base_url and llm.model:
+        has_key = bool(os.environ.get(llm.api_key_env))
+        checks.append(
+            (
+                "chat model",
+                True,
+                f"{llm.model} at {llm.base_url}"
+                + ("" if has_key else f" (no ${llm.api_key_env} set)"),
+            )
+        )
+    else:
+        checks.append(("chat model", True, "not configured: flush and dream are off"))
+    return checks
+
+
+def _socket_check(loaded: configfile.Loaded) -> Check:
+    from memoryd.client import Client
+
+    path = loaded.paths.socket_path
+    try:
+        with Client(path, timeout=3.0) as client:
+            client.call("daemon.ping")
+    except MemorydError:
+        return ("daemon", True, f"not running (socket {path}); start it with `memoryd serve`")
+    return ("daemon", True, f"answering on {path}")
+
+
+def _watch_limit_check() -> Check:
+    limit_file = Path("/proc/sys/fs/inotify/max_user_watches")
+    if not limit_file.exists():
+        return ("watcher", True, "no inotify limits to check on this platform")
+    limit = int(limit_file.read_text().strip() or 0)
+    ok = limit >= 8192
+    detail = f"inotify max_user_watches = {limit}"
+    if not ok:
+        detail += " (low: the daemon falls back to polling; raise it with sysctl)"
+    return ("watcher", ok, detail)
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    checks = doctor_checks(args.config)
+    width = max(len(name) for name, _, _ in checks)
+    for name, ok, detail in checks:
+        print(f"{'ok ' if ok else 'BAD'}  {name.ljust(width)}  {detail}")
+    return EXIT_OK if all(ok for _, ok, _ in checks) else EXIT_ERROR
+
+
+# --- install-service -----------------------------------------------------------------------
+
+
+@command
+def _install_service_command(subcommands: Subcommands) -> None:
+    parser = subcommands.add_parser(
+        "install-service",
+        help="write the systemd user unit (Linux) or launchd agent (macOS) and print how to "
+        "enable it",
+    )
+    add_common(parser, workspace=False)
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print what would be written, and where, without writing",
+    )
+    parser.set_defaults(handler=_install_service)
+
+
+def _install_service(args: argparse.Namespace) -> int:
+    from memoryd.runtime import service
+
+    exec_args = [sys.executable, "-m", "memoryd", "serve", "--foreground"]
+    if args.config:
+        exec_args += ["--config", os.path.abspath(args.config)]
+    plan = service.render_service(sys.platform, exec_args, dict(os.environ), Path.home())
+    print(service.install(plan, dry_run=args.dry_run))
+    return EXIT_OK

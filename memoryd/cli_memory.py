@@ -1,0 +1,258 @@
+"""CLI commands that talk to the daemon about memory: search, get, remember, reindex.
+
+Each command finds the socket from the configuration (``--config``, environment, file) and
+the workspace from ``-w/--workspace`` (default: the current directory). With no daemon they
+fail with exit status 3 and say how to start it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from memoryd.cli import EXIT_OK, Subcommands, command
+from memoryd.client import Client
+from memoryd.store import configfile
+
+PROGRESS_POLL_SECS = 0.5
+
+
+def add_common(parser: argparse.ArgumentParser, *, workspace: bool = True) -> None:
+    parser.add_argument("--config", metavar="F", help="config file (default: the usual location)")
+    if workspace:
+        parser.add_argument(
+            "-w",
+            "--workspace",
+            metavar="DIR",
+            default=None,
+            help="the workspace directory (default: the current directory)",
+        )
+
+
+def client_for(args: argparse.Namespace, timeout: float | None = 60.0) -> Client:
+    loaded = configfile.load(getattr(args, "config", None))
+    return Client(loaded.paths.socket_path, timeout=timeout)
+
+
+def workspace_of(args: argparse.Namespace) -> str:
+    return os.path.abspath(args.workspace or os.getcwd())
+
+
+def print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def age(iso: str | None, now: datetime | None = None) -> str:
+    """A short human age for an ISO timestamp ("3d", "5h", "now")."""
+    if not iso:
+        return ""
+    then = datetime.fromisoformat(iso)
+    secs = ((now or datetime.now(UTC)) - then).total_seconds()
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if secs >= size:
+            return f"{int(secs // size)}{unit}"
+    return "now"
+
+
+# --- search --------------------------------------------------------------------------------
+
+
+@command
+def _search_command(subcommands: Subcommands) -> None:
+    parser = subcommands.add_parser("search", help="search the workspace's memory")
+    parser.add_argument("query", metavar="QUERY", help="what to look for (keywords or a question)")
+    add_common(parser)
+    parser.add_argument(
+        "-n",
+        "--max-results",
+        type=int,
+        default=None,
+        metavar="N",
+        help="at most N results (default: search.max_results)",
+    )
+    parser.add_argument(
+        "--min-score",
+        type=float,
+        default=None,
+        metavar="S",
+        help="relevance threshold in [0, 1] (default: search.min_score)",
+    )
+    parser.add_argument(
+        "--source",
+        action="append",
+        choices=("global", "workspace", "session"),
+        help="only this source (repeatable)",
+    )
+    parser.add_argument("--json", action="store_true", help="print the raw JSON result")
+    parser.set_defaults(handler=_search)
+
+
+def _search(args: argparse.Namespace) -> int:
+    params: dict[str, Any] = {"workspace": workspace_of(args), "query": args.query}
+    if args.max_results is not None:
+        params["max_results"] = args.max_results
+    if args.min_score is not None:
+        params["min_score"] = args.min_score
+    if args.source:
+        params["sources"] = args.source
+    with client_for(args) as client:
+        result = client.request("memory.search", params)
+    if args.json:
+        print_json(result)
+        return EXIT_OK
+    hits = result["results"]
+    for hit in hits:
+        when = f", {age(hit['chunk_time'])} old" if hit["source"] == "session" else ""
+        print(
+            f"{hit['path']}:{hit['start_line']}-{hit['end_line']}  "
+            f"score {hit['score']:.2f}  [{hit['source']}{when}]"
+        )
+        for line in hit["snippet"].splitlines()[:6]:
+            print(f"    {line}")
+        print()
+    print(
+        f"{len(hits)} result(s), {result['mode']}, {result['took_ms']:.1f} ms"
+        f" ({result['synced_paths']} file(s) synced first)",
+        file=sys.stderr,
+    )
+    return EXIT_OK
+
+
+# --- get -----------------------------------------------------------------------------------
+
+
+@command
+def _get_command(subcommands: Subcommands) -> None:
+    parser = subcommands.add_parser(
+        "get", help="print a memory file (path relative to the memory root), with line numbers"
+    )
+    parser.add_argument("path", metavar="PATH", help="e.g. MEMORY.md or <workspace-dir>/MEMORY.md")
+    add_common(parser)
+    parser.add_argument(
+        "--from",
+        dest="start",
+        type=int,
+        default=1,
+        metavar="LINE",
+        help="first line (1-based, default 1)",
+    )
+    parser.add_argument("--lines", type=int, default=None, metavar="N", help="at most N lines")
+    parser.add_argument("--json", action="store_true", help="print the raw JSON result")
+    parser.set_defaults(handler=_get)
+
+
+def _get(args: argparse.Namespace) -> int:
+    params: dict[str, Any] = {
+        "workspace": workspace_of(args),
+        "path": args.path,
+        "from": args.start,
+    }
+    if args.lines is not None:
+        params["lines"] = args.lines
+    with client_for(args) as client:
+        result = client.request("memory.get", params)
+    if args.json:
+        print_json(result)
+        return EXIT_OK
+    width = len(str(result["total_lines"]))
+    for offset, line in enumerate(result["text"].splitlines()):
+        print(f"{result['start_line'] + offset:>{width}}  {line}")
+    return EXIT_OK
+
+
+# --- remember ------------------------------------------------------------------------------
+
+
+@command
+def _remember_command(subcommands: Subcommands) -> None:
+    parser = subcommands.add_parser(
+        "remember", help="append a note to the workspace's (or the global) MEMORY.md"
+    )
+    parser.add_argument("text", metavar="TEXT", help="the note; one line becomes a ## heading")
+    add_common(parser)
+    parser.add_argument(
+        "--global",
+        dest="global_",
+        action="store_true",
+        help="write to the global MEMORY.md instead of the workspace's",
+    )
+    parser.set_defaults(handler=_remember)
+
+
+def _remember(args: argparse.Namespace) -> int:
+    scope = "global" if args.global_ else "workspace"
+    with client_for(args) as client:
+        result = client.call(
+            "memory.remember", workspace=workspace_of(args), text=args.text, scope=scope
+        )
+    if result.get("written", True):
+        print(f"remembered in {result['path']}")
+    else:
+        print("nothing to remember (empty note)", file=sys.stderr)
+    return EXIT_OK
+
+
+# --- reindex -------------------------------------------------------------------------------
+
+
+@command
+def _reindex_command(subcommands: Subcommands) -> None:
+    parser = subcommands.add_parser(
+        "reindex", help="re-read every memory file of the workspace into its index"
+    )
+    add_common(parser)
+    parser.add_argument(
+        "--embeddings",
+        action="store_true",
+        help="also drop and rebuild every vector (shows a progress bar)",
+    )
+    parser.add_argument(
+        "--no-wait", action="store_true", help="do not wait for vectors to be rebuilt"
+    )
+    parser.set_defaults(handler=_reindex)
+
+
+def progress_bar(done: int, total: int, width: int = 30) -> str:
+    frac = 1.0 if total <= 0 else min(1.0, done / total)
+    filled = round(frac * width)
+    return f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} ({frac:.0%})"
+
+
+def _reindex(args: argparse.Namespace) -> int:
+    workspace = workspace_of(args)
+    with client_for(args, timeout=None) as client:
+        result = client.call("index.reindex", workspace=workspace, embeddings=args.embeddings)
+        print(
+            f"reindexed {result['files']} file(s): {result['changed']} changed, "
+            f"{result['chunks_added']} chunk(s) added in {result['took_ms']:.0f} ms"
+        )
+        total = int(result["vectors_pending"])
+        if total == 0 or args.no_wait:
+            if total:
+                print(f"{total} chunk(s) wait for vectors (see `memoryd status`)")
+            return EXIT_OK
+        pending = total
+        while pending > 0:
+            print(
+                f"\rvectors {progress_bar(total - pending, total)}",
+                end="",
+                file=sys.stderr,
+                flush=True,
+            )
+            time.sleep(PROGRESS_POLL_SECS)
+            stats = client.call("index.stats", workspace=workspace)
+            pending = int(stats["vectors_pending"])
+            error = stats.get("embedding_last_error")
+            if error and pending == total:
+                print(
+                    f"\nembedding is failing: {error} (vectors are retried in the background)",
+                    file=sys.stderr,
+                )
+                return EXIT_OK
+        print(f"\rvectors {progress_bar(total, total)}", file=sys.stderr)
+    return EXIT_OK

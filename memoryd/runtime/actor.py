@@ -1,0 +1,222 @@
+"""The actor of one workspace: its memory, watcher, reconcile loop and embedding loop.
+
+An actor owns everything of one workspace. Requests are plain awaited method calls made
+from the connection's task: reads (search, get, files, stats) may run concurrently, writes
+(remember, reindex) are serialised by the actor's write lock. The actor's own background
+tasks live in one task group; when any of them fails, the whole actor stops with that error
+and the supervisor restarts it with backoff. A request that fails never stops the actor.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+import structlog
+
+from memoryd.core.config import Config
+from memoryd.errors import ActorUnavailable, WatcherUnavailable
+from memoryd.providers.embeddings import EmbeddingProvider
+from memoryd.runtime.memory import SearchResponse, WorkspaceMemory
+from memoryd.runtime.watcher import watch_memory, workspace_targets
+from memoryd.store.layout import Workspace, ensure_workspace_dirs
+
+log = structlog.get_logger(__name__)
+
+WatcherMode = Literal["starting", "watching", "polling"]
+MAX_EMBED_BACKOFF = 300.0
+
+
+class WorkspaceActor:
+    """Owns one workspace. ``await tg.start(actor.run)``; ``actor.stop()`` ends it."""
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        root: Path,
+        config: Config,
+        provider: EmbeddingProvider | None,
+        *,
+        watch: Callable[..., Awaitable[None]] = watch_memory,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.workspace = workspace
+        self.root = root
+        self.config = config
+        self.memory = WorkspaceMemory(workspace, root, config, provider, clock=clock)
+        self.clock = clock
+        self._watch = watch
+        self.watcher: WatcherMode = "starting"
+        self.watcher_error: str | None = None
+        self.started_at = clock()
+        self.last_used = clock()
+        self.last_search: dict[str, Any] | None = None
+        self._write_lock = anyio.Lock()
+        self._embed_wakeup = anyio.Event()
+        self._scope: anyio.CancelScope | None = None
+        self._ready = False
+        self.log = log.bind(workspace=workspace.key.dirname)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        await anyio.to_thread.run_sync(ensure_workspace_dirs, self.workspace)
+        await self.memory.open()
+        try:
+            async with anyio.create_task_group() as tg:
+                self._scope = tg.cancel_scope
+                await tg.start(self._watch_loop)
+                if self.watcher == "starting":
+                    self.watcher = "watching"
+                tg.start_soon(self._reconcile_loop)
+                tg.start_soon(self._embed_loop)
+                self._ready = True
+                self.log.info("actor.started", watcher=self.watcher)
+                task_status.started()
+        finally:
+            self._ready = False
+            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                await self.memory.close()
+            self.log.info("actor.stopped")
+
+    def stop(self) -> None:
+        if self._scope is not None:
+            self._scope.cancel()
+
+    @property
+    def ready(self) -> bool:
+        return self._ready
+
+    def touch(self) -> None:
+        self.last_used = self.clock()
+
+    def apply_config(self, config: Config) -> None:
+        self.config = config
+        self.memory.set_config(config)
+
+    # ------------------------------------------------------------------ background tasks
+
+    def _on_change(self, paths: set[Path]) -> None:
+        self.memory.mark_dirty(paths)
+        self._embed_wakeup.set()
+
+    async def _watch_loop(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        started = _Started(task_status)
+        try:
+            await self._watch(
+                workspace_targets(self.workspace.dir, self.root),
+                self._on_change,
+                debounce_ms=self.config.index.watch_debounce_ms,
+                task_status=started,
+            )
+        except WatcherUnavailable as exc:
+            self.watcher, self.watcher_error = "polling", str(exc)
+            self.log.warning("watcher.unavailable", error=str(exc), fallback="polling")
+            if not started.done:
+                started.started()
+            return
+        # The watcher returned on its own: poll from now on.
+        self.watcher = "polling"
+
+    async def _reconcile_loop(self) -> None:
+        while True:
+            await anyio.sleep(self.config.index.reconcile_secs)
+            changed = await self.memory.reconcile()
+            if changed:
+                self.log.info("reconcile", changed=changed, watcher=self.watcher)
+                self._embed_wakeup.set()
+
+    async def _embed_loop(self) -> None:
+        """Give new chunks vectors in the background; back off while the provider fails."""
+        if self.memory.provider is None:
+            return
+        backoff = 1.0
+        while True:
+            try:
+                await self.memory.sync()
+                stored = await self.memory.embed_pending()
+            except Exception as exc:  # noqa: BLE001 - provider failures must not stop the actor
+                self.log.warning("embedding.failed", error=str(exc), retry_in=backoff)
+                await anyio.sleep(backoff)
+                backoff = min(backoff * 2, MAX_EMBED_BACKOFF)
+                continue
+            backoff = 1.0
+            if stored == 0:
+                self._embed_wakeup = anyio.Event()
+                await self._embed_wakeup.wait()
+
+    # ------------------------------------------------------------------ requests
+
+    def _check_ready(self) -> None:
+        if not self._ready:
+            raise ActorUnavailable(f"workspace {self.workspace.key.dirname} is not running")
+
+    async def search(self, query: str, **kwargs: Any) -> SearchResponse:
+        self._check_ready()
+        self.touch()
+        response = await self.memory.search(query, **kwargs)
+        self.last_search = {"at": self.clock(), "took_ms": response.took_ms, "mode": response.mode}
+        self._embed_wakeup.set()
+        return response
+
+    async def remember(self, text: str, scope: str) -> dict[str, Any]:
+        self._check_ready()
+        self.touch()
+        async with self._write_lock:
+            out = await self.memory.remember(text, scope)
+        self._embed_wakeup.set()
+        return out
+
+    async def get(self, path: str, start: int, lines: int | None) -> dict[str, Any]:
+        self._check_ready()
+        self.touch()
+        return await self.memory.get(path, start, lines)
+
+    async def files(self) -> list[dict[str, object]]:
+        self._check_ready()
+        self.touch()
+        return await self.memory.files()
+
+    async def stats(self) -> dict[str, object]:
+        self._check_ready()
+        self.touch()
+        return await self.memory.stats()
+
+    async def reindex(self, embeddings: bool) -> dict[str, Any]:
+        self._check_ready()
+        self.touch()
+        async with self._write_lock:
+            out = await self.memory.reindex(embeddings)
+        self._embed_wakeup.set()
+        return out
+
+    async def status(self) -> dict[str, Any]:
+        stats = await self.memory.stats() if self._ready else {}
+        return {
+            "workspace": str(self.workspace.path),
+            "memory_dir": self.workspace.key.dirname,
+            "state": "running" if self._ready else "starting",
+            "watcher": self.watcher,
+            "watcher_error": self.watcher_error,
+            "dirty": self.memory.dirty_count,
+            "last_used": self.last_used,
+            "last_search": self.last_search,
+            "index": stats,
+        }
+
+
+class _Started:
+    """A task status that remembers whether ``started()`` was called."""
+
+    def __init__(self, inner: anyio.abc.TaskStatus[None]) -> None:
+        self.inner = inner
+        self.done = False
+
+    def started(self, value: None = None) -> None:
+        self.done = True
+        self.inner.started(value)

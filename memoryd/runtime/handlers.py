@@ -1,0 +1,136 @@
+"""The daemon's method table: each JSON-RPC method, its params and its result (SPEC §11).
+
+Handlers validate params with :mod:`memoryd.core.params` (errors name the parameter),
+find the workspace's actor through the supervisor, and return plain JSON-able values.
+The README's protocol section documents every method registered here (a test checks).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import psutil
+
+from memoryd import __version__
+from memoryd.core import params as p
+from memoryd.errors import InvalidParams
+from memoryd.runtime.actor import WorkspaceActor
+from memoryd.runtime.methods import MethodTable
+from memoryd.runtime.supervisor import Supervisor
+
+SOURCES = ("global", "workspace", "session")
+
+
+@dataclass(slots=True)
+class DaemonContext:
+    """What handlers can see of the running daemon."""
+
+    supervisor: Supervisor
+    socket_path: str
+    loop: str
+    started_at: float = field(default_factory=time.time)
+    config_file: str | None = None
+    extra_status: list[Callable[[], dict[str, Any]]] = field(default_factory=list)
+
+
+async def _actor(ctx: DaemonContext, params: dict[str, Any]) -> WorkspaceActor:
+    workspace = p.string(params, "workspace", max_len=4096)
+    if not os.path.isabs(workspace):
+        raise InvalidParams(
+            f"parameter 'workspace' must be an absolute path, got {workspace!r}", param="workspace"
+        )
+    return await ctx.supervisor.actor_for(workspace)
+
+
+def build_methods(ctx: DaemonContext) -> MethodTable:
+    table = MethodTable()
+
+    @table.method("daemon.ping")
+    async def ping(params: dict[str, Any]) -> dict[str, Any]:
+        return {"ok": True}
+
+    @table.method("memory.search")
+    async def search(params: dict[str, Any]) -> dict[str, Any]:
+        p.known_only(params, ("workspace", "query", "max_results", "min_score", "sources"))
+        query = p.string(params, "query", max_len=10_000)
+        max_results = p.integer(params, "max_results", None, minimum=1, maximum=100)
+        min_score = p.number(params, "min_score", None, minimum=0.0, maximum=1.0)
+        sources = p.string_list(params, "sources", None, max_items=3)
+        if sources is not None:
+            bad = [s for s in sources if s not in SOURCES]
+            if bad:
+                raise InvalidParams(
+                    f"parameter 'sources' has unknown source {bad[0]!r} "
+                    f"(expected {', '.join(SOURCES)})",
+                    param="sources",
+                )
+        actor = await _actor(ctx, params)
+        response = await actor.search(
+            query, max_results=max_results, min_score=min_score, sources=sources
+        )
+        return response.to_dict()
+
+    @table.method("memory.get")
+    async def get(params: dict[str, Any]) -> dict[str, Any]:
+        p.known_only(params, ("workspace", "path", "from", "lines"))
+        path = p.string(params, "path", max_len=4096)
+        start = p.integer(params, "from", 1, minimum=1)
+        lines = p.integer(params, "lines", None, minimum=1)
+        actor = await _actor(ctx, params)
+        return await actor.get(path, start, lines)
+
+    @table.method("memory.remember")
+    async def remember(params: dict[str, Any]) -> dict[str, Any]:
+        p.known_only(params, ("workspace", "text", "scope"))
+        text = p.string(params, "text", max_len=200_000)
+        scope = p.choice(params, "scope", ("workspace", "global"), "workspace")
+        actor = await _actor(ctx, params)
+        return await actor.remember(text, scope)
+
+    @table.method("memory.files")
+    async def files(params: dict[str, Any]) -> dict[str, Any]:
+        p.known_only(params, ("workspace",))
+        actor = await _actor(ctx, params)
+        return {"files": await actor.files()}
+
+    @table.method("index.stats")
+    async def stats(params: dict[str, Any]) -> dict[str, Any]:
+        p.known_only(params, ("workspace",))
+        actor = await _actor(ctx, params)
+        return await actor.stats()
+
+    @table.method("index.reindex")
+    async def reindex(params: dict[str, Any]) -> dict[str, Any]:
+        p.known_only(params, ("workspace", "embeddings"))
+        embeddings = p.boolean(params, "embeddings", False)
+        actor = await _actor(ctx, params)
+        return await actor.reindex(embeddings)
+
+    @table.method("daemon.status")
+    async def status(params: dict[str, Any]) -> dict[str, Any]:
+        p.known_only(params, ())
+        proc = psutil.Process()
+        provider = ctx.supervisor.provider
+        out: dict[str, Any] = {
+            "version": __version__,
+            "pid": os.getpid(),
+            "uptime_secs": round(time.time() - ctx.started_at, 3),
+            "rss_bytes": proc.memory_info().rss,
+            "loop": ctx.loop,
+            "python": sys.version.split()[0],
+            "socket": ctx.socket_path,
+            "config_file": ctx.config_file,
+            "memory_root": str(ctx.supervisor.root),
+            "embedding_provider": provider.model_id if provider else None,
+            "actors": await ctx.supervisor.status(),
+        }
+        for extra in ctx.extra_status:
+            out.update(extra())
+        return out
+
+    return table

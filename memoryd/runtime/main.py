@@ -1,0 +1,192 @@
+"""Start to stop: the daemon's life, top to bottom.
+
+1. configure logging from the loaded config;
+2. start the supervisor (actors of ``daemon.workspaces`` start now, others on first use);
+3. start the socket server; once it listens, tell systemd ``READY=1``;
+4. serve until SIGTERM/SIGINT (or the ``stop`` event in tests). SIGHUP reloads the config;
+5. stop gracefully: stop accepting, let in-flight requests finish within a deadline, stop
+   the actors (each closes its index), remove the socket file. A second SIGINT skips the
+   grace period.
+"""
+
+from __future__ import annotations
+
+import functools
+import signal
+import sys
+from collections.abc import Callable, Mapping
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any
+
+import anyio
+import structlog
+
+from memoryd.core.config import Config
+from memoryd.errors import ConfigError, MemorydError
+from memoryd.providers.factory import make_provider
+from memoryd.runtime import notify
+from memoryd.runtime.handlers import DaemonContext, build_methods
+from memoryd.runtime.logging import configure_logging
+from memoryd.runtime.server import SocketServer
+from memoryd.runtime.supervisor import Supervisor
+from memoryd.store import configfile
+
+log = structlog.get_logger(__name__)
+
+GRACE_SECS = 5.0
+
+
+def loop_name() -> str:
+    """The event loop `serve` uses: uvloop when it is installed (not on Windows)."""
+    return "uvloop" if sys.platform != "win32" and find_spec("uvloop") is not None else "asyncio"
+
+
+class Daemon:
+    """One run of the daemon; :meth:`run` owns every task it starts."""
+
+    def __init__(
+        self,
+        loaded: configfile.Loaded,
+        *,
+        config_path: str | None = None,
+        flags: Mapping[str, Any] | None = None,
+        loop: str = "asyncio",
+    ) -> None:
+        self.loaded = loaded
+        self.config: Config = loaded.config
+        self.config_path = config_path
+        self.flags = dict(flags or {})
+        self.socket_path = Path(loaded.paths.socket_path)
+        self.root = Path(loaded.paths.memory_root)
+        self.supervisor = Supervisor(self.config, self.root, make_provider)
+        self.context = DaemonContext(
+            supervisor=self.supervisor,
+            socket_path=str(self.socket_path),
+            loop=loop,
+            config_file=str(loaded.config_file) if loaded.file_found else None,
+        )
+        self.server = SocketServer(
+            self.socket_path,
+            build_methods(self.context),
+            max_request_bytes=self.config.daemon.max_request_bytes,
+            stop_timeout=GRACE_SECS,
+        )
+        self._stopping = False
+        self._scope: anyio.CancelScope | None = None
+
+    async def run(
+        self,
+        *,
+        stop: anyio.Event | None = None,
+        handle_signals: bool = True,
+        on_ready: Callable[[], None] | None = None,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        configure_logging(self.config.daemon.log_level, self.config.daemon.log_format)
+        await anyio.to_thread.run_sync(self._prepare_root)
+        async with anyio.create_task_group() as tg:
+            self._scope = tg.cancel_scope
+            await tg.start(self.supervisor.run)
+            served = anyio.Event()
+            self._listening = anyio.Event()
+            tg.start_soon(self._serve, served)
+            with anyio.fail_after(30):
+                await self._listening.wait()
+            if handle_signals:
+                tg.start_soon(self._signals)
+            if stop is not None:
+                tg.start_soon(self._stop_on, stop)
+            notify.ready()
+            log.info(
+                "daemon.started",
+                socket=str(self.socket_path),
+                root=str(self.root),
+                loop=self.context.loop,
+                provider=self.supervisor.provider.model_id if self.supervisor.provider else None,
+            )
+            task_status.started()
+            if on_ready is not None:
+                on_ready()
+            await served.wait()
+            tg.cancel_scope.cancel()
+        log.info("daemon.stopped")
+
+    def _prepare_root(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+
+    async def _serve(self, served: anyio.Event) -> None:
+        try:
+            async with anyio.create_task_group() as tg:
+                await tg.start(self.server.serve)
+                self._listening.set()
+        finally:
+            served.set()
+
+    async def _stop_on(self, event: anyio.Event) -> None:
+        await event.wait()
+        self.stop()
+
+    def stop(self) -> None:
+        """Begin a graceful stop (idempotent)."""
+        if not self._stopping:
+            self._stopping = True
+            notify.stopping()
+            log.info("daemon.stopping")
+        self.server.stop()
+
+    def force_stop(self) -> None:
+        log.warning("daemon.forced_stop")
+        if self._scope is not None:
+            self._scope.cancel()
+
+    async def _signals(self) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+            async for signum in signals:
+                if signum == signal.SIGHUP:
+                    await self.reload()
+                elif signum == signal.SIGINT and self._stopping:
+                    self.force_stop()
+                else:
+                    self.stop()
+
+    async def reload(self) -> None:
+        """Reload the configuration file and environment (SIGHUP)."""
+        try:
+            loaded = await anyio.to_thread.run_sync(
+                lambda: configfile.load(self.config_path, self.flags)
+            )
+        except ConfigError as exc:
+            log.error("config.reload_failed", error=str(exc), key=exc.key)
+            return
+        self.loaded, self.config = loaded, loaded.config
+        configure_logging(self.config.daemon.log_level, self.config.daemon.log_format)
+        self.supervisor.reload(self.config)
+        log.info("config.reloaded", file=str(loaded.config_file) if loaded.file_found else None)
+
+
+def serve(
+    config_path: str | None = None,
+    flags: Mapping[str, Any] | None = None,
+    *,
+    on_ready: Callable[[], None] | None = None,
+) -> None:
+    """Load the config and run the daemon until it is stopped (the `memoryd serve` command).
+
+    Raises :class:`MemorydError` (already running, bad config …) for the CLI to report.
+    """
+    loaded = configfile.load(config_path, flags)
+    loop = loop_name()
+    daemon = Daemon(loaded, config_path=config_path, flags=flags, loop=loop)
+    backend_options = {"use_uvloop": True} if loop == "uvloop" else {}
+    try:
+        anyio.run(
+            functools.partial(daemon.run, on_ready=on_ready),
+            backend="asyncio",
+            backend_options=backend_options,
+        )
+    except BaseExceptionGroup as group:
+        errors = group.subgroup(MemorydError)
+        if errors is not None and len(errors.exceptions) == 1:
+            raise errors.exceptions[0] from None
+        raise

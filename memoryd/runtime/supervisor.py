@@ -1,0 +1,205 @@
+"""The supervisor: one actor per workspace, started on demand, restarted with backoff.
+
+- An actor starts the first time a request names its workspace (or at daemon start for the
+  workspaces listed in ``daemon.workspaces``).
+- A crashed actor is restarted with exponential backoff; while it is down, requests for that
+  workspace get ``actor_unavailable`` with the last error. Other workspaces are untouched.
+- Actors idle for ``daemon.actor_idle_secs`` are stopped; the next request starts them again.
+- :meth:`Supervisor.run` owns every actor task in one task group; cancelling it stops them all.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import structlog
+
+from memoryd.core.config import Config
+from memoryd.errors import ActorUnavailable, MemorydError
+from memoryd.providers.embeddings import EmbeddingProvider
+from memoryd.runtime.actor import WorkspaceActor
+from memoryd.store.layout import Workspace, resolve_workspace
+
+log = structlog.get_logger(__name__)
+
+BACKOFF_START = 0.5
+BACKOFF_MAX = 30.0
+ActorFactory = Callable[[Workspace, Path, Config], WorkspaceActor]
+
+
+@dataclass(slots=True)
+class Slot:
+    """Supervision state of one workspace."""
+
+    workspace: Workspace
+    actor: WorkspaceActor | None = None
+    ready: anyio.Event | None = None
+    failures: int = 0
+    last_error: str | None = None
+    retry_at: float = 0.0
+    stopping: bool = False
+
+
+class Supervisor:
+    def __init__(
+        self,
+        config: Config,
+        root: Path,
+        provider_factory: Callable[[Config], EmbeddingProvider | None],
+        *,
+        actor_factory: ActorFactory | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self.root = root
+        self.provider_factory = provider_factory
+        self._provider: EmbeddingProvider | None = None
+        self._provider_made = False
+        self.actor_factory = actor_factory or self._default_actor
+        self.clock = clock
+        self.slots: dict[str, Slot] = {}
+        self._tg: anyio.abc.TaskGroup | None = None
+
+    def _default_actor(self, ws: Workspace, root: Path, config: Config) -> WorkspaceActor:
+        if not self._provider_made:
+            self._provider = self.provider_factory(config)
+            self._provider_made = True
+        return WorkspaceActor(ws, root, config, self._provider)
+
+    @property
+    def provider(self) -> EmbeddingProvider | None:
+        return self._provider
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            tg.start_soon(self._reap_idle)
+            for path in self.config.daemon.workspaces:
+                try:
+                    await self.actor_for(path)
+                except MemorydError as exc:
+                    log.warning("supervisor.workspace_failed", workspace=path, error=str(exc))
+            task_status.started()
+            await anyio.sleep_forever()
+
+    def reload(self, config: Config) -> None:
+        """Apply a reloaded config to every running actor (search settings take effect now)."""
+        self.config = config
+        for slot in self.slots.values():
+            if slot.actor is not None:
+                slot.actor.apply_config(config)
+
+    # ------------------------------------------------------------------ actors
+
+    async def actor_for(self, workspace_path: str) -> WorkspaceActor:
+        """The running actor of a workspace, starting it if needed."""
+        ws = await anyio.to_thread.run_sync(resolve_workspace, workspace_path, self.root)
+        key = ws.key.dirname
+        slot = self.slots.get(key)
+        if slot is None:
+            slot = self.slots[key] = Slot(workspace=ws)
+        if slot.actor is not None and slot.actor.ready:
+            return slot.actor
+        if slot.failures and self.clock() < slot.retry_at:
+            raise self._unavailable(slot)
+        if slot.ready is None:
+            self._start(slot)
+        assert slot.ready is not None
+        await slot.ready.wait()
+        if slot.actor is not None and slot.actor.ready:
+            return slot.actor
+        raise self._unavailable(slot)
+
+    def _unavailable(self, slot: Slot) -> ActorUnavailable:
+        wait = max(0.0, slot.retry_at - self.clock())
+        return ActorUnavailable(
+            f"workspace {slot.workspace.key.dirname} is failing ({slot.last_error}); "
+            f"restarting in {wait:.1f}s",
+            workspace=str(slot.workspace.path),
+            failures=slot.failures,
+            last_error=slot.last_error,
+        )
+
+    def _start(self, slot: Slot) -> None:
+        if self._tg is None:
+            raise ActorUnavailable("the supervisor is not running")
+        slot.ready = anyio.Event()
+        slot.stopping = False
+        self._tg.start_soon(self._supervise, slot, name=f"actor {slot.workspace.key.dirname}")
+
+    async def _supervise(self, slot: Slot) -> None:
+        """Run one actor; on failure, back off and restart it until it is stopped."""
+        name = slot.workspace.key.dirname
+        while True:
+            actor = self.actor_factory(slot.workspace, self.root, self.config)
+            slot.actor = actor
+            try:
+                async with anyio.create_task_group() as tg:
+                    await tg.start(actor.run)
+                    slot.failures, slot.last_error = 0, None
+                    self._signal_ready(slot)
+            except Exception as exc:  # noqa: BLE001 - one failing actor never takes the daemon down
+                slot.failures += 1
+                slot.last_error = f"{type(exc).__name__}: {exc}"
+                delay = min(BACKOFF_START * 2 ** (slot.failures - 1), BACKOFF_MAX)
+                slot.retry_at = self.clock() + delay
+                log.error(
+                    "actor.crashed",
+                    workspace=name,
+                    error=slot.last_error,
+                    failures=slot.failures,
+                    retry_in=delay,
+                )
+                slot.actor = None
+                self._signal_ready(slot)  # waiters get actor_unavailable now
+                slot.ready = anyio.Event()
+                await anyio.sleep(delay)
+                if slot.stopping:
+                    break
+                continue
+            # The actor returned: it was stopped on purpose (idle or shutdown).
+            break
+        slot.actor = None
+        slot.ready = None
+
+    @staticmethod
+    def _signal_ready(slot: Slot) -> None:
+        if slot.ready is not None:
+            slot.ready.set()
+
+    async def _reap_idle(self) -> None:
+        while True:
+            idle = self.config.daemon.actor_idle_secs
+            await anyio.sleep(min(max(idle / 4, 0.05), 30.0))
+            now = time.time()
+            for slot in list(self.slots.values()):
+                actor = slot.actor
+                if actor is not None and actor.ready and now - actor.last_used >= idle:
+                    log.info("actor.idle_stop", workspace=slot.workspace.key.dirname)
+                    slot.stopping = True
+                    actor.stop()
+
+    # ------------------------------------------------------------------ reporting
+
+    async def status(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for key, slot in sorted(self.slots.items()):
+            actor = slot.actor
+            if actor is not None and actor.ready:
+                entry = await actor.status()
+            else:
+                state = "failed" if slot.failures else "stopped"
+                entry = {"workspace": str(slot.workspace.path), "memory_dir": key, "state": state}
+            entry["failures"] = slot.failures
+            entry["last_error"] = slot.last_error
+            out.append(entry)
+        return out
