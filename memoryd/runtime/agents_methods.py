@@ -1,0 +1,81 @@
+"""Socket methods for sub-agent runtime configuration (SPEC §9): agents.resolve, agents.list.
+
+They need no workspace actor: discovery reads the project's and the user's ``.grok`` files
+at call time (in a worker thread), so an edited definition applies to the next spawn.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from memoryd.core import params as p
+from memoryd.core.agents.resolve import Overrides
+from memoryd.core.config import Config
+from memoryd.errors import InvalidParams, WorkspaceNotFound
+from memoryd.runtime.methods import MethodTable
+from memoryd.store.agents_loader import default_user_dir, list_agents, resolve
+
+
+def user_dir_of(config: Config) -> Path:
+    raw = config.agents.user_dir
+    return Path(raw).expanduser() if raw else default_user_dir()
+
+
+def _workspace(params: dict[str, Any]) -> Path:
+    raw = p.string(params, "workspace", max_len=4096)
+    if not os.path.isabs(raw):
+        raise InvalidParams(
+            f"parameter 'workspace' must be an absolute path, got {raw!r}", param="workspace"
+        )
+    path = Path(raw)
+    if not path.is_dir():
+        raise WorkspaceNotFound(f"workspace {raw!r} is not a directory", workspace=raw)
+    return path
+
+
+def register_agent_methods(
+    table: MethodTable, config: Callable[[], Config], config_dir: Callable[[], Path | None]
+) -> None:
+    """Add ``agents.resolve`` and ``agents.list`` to ``table``; config is read per call."""
+
+    @table.method("agents.resolve")
+    async def agents_resolve(params: dict[str, Any]) -> dict[str, Any]:
+        p.known_only(params, ("workspace", "subagent_type", "overrides", "parent_model"))
+        workspace = _workspace(params)
+        subagent_type = p.string(params, "subagent_type", max_len=200)
+        parent_model = p.string(params, "parent_model", None, max_len=500)
+        raw_overrides = params.get("overrides")
+        if raw_overrides is not None and not isinstance(raw_overrides, dict):
+            raise InvalidParams("parameter 'overrides' must be an object", param="overrides")
+        overrides = Overrides.from_mapping(raw_overrides)
+        cfg = config()
+
+        def run() -> dict[str, Any]:
+            return resolve(
+                workspace,
+                subagent_type,
+                overrides,
+                cfg.agents,
+                user_dir_of(cfg),
+                parent_model,
+                config_dir=config_dir(),
+            ).to_dict()
+
+        return await anyio.to_thread.run_sync(run)
+
+    @table.method("agents.list")
+    async def agents_list(params: dict[str, Any]) -> dict[str, Any]:
+        p.known_only(params, ("workspace",))
+        workspace = _workspace(params)
+        cfg = config()
+
+        def run() -> dict[str, Any]:
+            listing = list_agents(workspace, cfg.agents, user_dir_of(cfg), config_dir=config_dir())
+            return listing.to_dict()
+
+        return await anyio.to_thread.run_sync(run)
