@@ -80,13 +80,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handler(args)
     except MemorydError as exc:
+        return report(exc)
+    except BaseExceptionGroup as group:  # from the daemon's task groups (`serve --foreground`)
+        error = single_error(group)
+        if error is None:
+            raise
+        return report(error)
+    except TimeoutError as exc:  # the client's: the daemon did not answer in time
         print(f"memoryd: error: {exc}", file=sys.stderr)
-        return exit_status(exc)
+        return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # e.g. `memoryd config show | head`: the reader went away
         _silence_stdout()
         return EXIT_ERROR
+
+
+def report(error: MemorydError) -> int:
+    """Print an expected error on stderr (no traceback); return its exit status."""
+    print(f"memoryd: error: {error}", file=sys.stderr)
+    return exit_status(error)
+
+
+def single_error(group: BaseExceptionGroup[BaseException]) -> MemorydError | None:
+    """The one :class:`MemorydError` a (nested) exception group holds, if that is all it holds."""
+    leaves: list[BaseException] = []
+    pending: list[BaseException] = [group]
+    while pending:
+        exc = pending.pop()
+        if isinstance(exc, BaseExceptionGroup):
+            pending.extend(exc.exceptions)
+        else:
+            leaves.append(exc)
+    if len(leaves) == 1 and isinstance(leaves[0], MemorydError):
+        return leaves[0]
+    return None
 
 
 def _silence_stdout() -> None:

@@ -6,12 +6,13 @@ import argparse
 import os
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
-from memoryd.cli import EXIT_ERROR, EXIT_OK, Subcommands, command
+from memoryd.cli import EXIT_ERROR, EXIT_OK, Subcommands, command, single_error
 from memoryd.cli_memory import add_common, client_for, print_json
-from memoryd.errors import MemorydError
+from memoryd.errors import AlreadyRunning, MemorydError
 from memoryd.store import configfile
 
 READY_TIMEOUT_SECS = 60.0
@@ -36,26 +37,21 @@ def _serve(args: argparse.Namespace) -> int:
     from memoryd.runtime import main as runtime_main
 
     loaded = configfile.load(args.config)  # a bad config fails here, before any fork
+    _refuse_if_running(loaded.paths.socket_path)
     if args.foreground:
         runtime_main.serve(args.config)
         return EXIT_OK
     log_path = Path(loaded.paths.state_dir) / "memoryd.log"
     log_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    config = os.path.abspath(args.config) if args.config else None
     read_fd, write_fd = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
     pid = os.fork()
     if pid == 0:  # the daemon
         os.close(read_fd)
         _detach(log_path)
-        code = EXIT_OK
-        try:
-            runtime_main.serve(args.config, on_ready=lambda: _report(write_fd, "ok"))
-        except MemorydError as exc:
-            _report(write_fd, f"error: {exc}")
-            code = EXIT_ERROR
-        except BaseException as exc:  # noqa: BLE001 - report anything, then exit the child
-            _report(write_fd, f"error: {type(exc).__name__}: {exc}")
-            code = EXIT_ERROR
-        os._exit(code)
+        os._exit(_run_detached(config, _Reporter(write_fd)))
     os.close(write_fd)
     answer = _read_report(read_fd, READY_TIMEOUT_SECS)
     if answer == "ok":
@@ -64,6 +60,49 @@ def _serve(args: argparse.Namespace) -> int:
         return EXIT_OK
     print(f"memoryd: {answer or 'the daemon did not start'} (see {log_path})", file=sys.stderr)
     return EXIT_ERROR
+
+
+def _refuse_if_running(socket_path: str | Path) -> None:
+    """Raise :class:`AlreadyRunning` when a daemon answers on the socket already."""
+    from memoryd.client import Client
+
+    try:
+        with Client(socket_path, timeout=5.0) as client:
+            pid = client.call("daemon.status").get("pid", "?")
+    except (MemorydError, TimeoutError):
+        return  # nothing answers: the server's own lock settles any race
+    raise AlreadyRunning(
+        f"memoryd is already running on {socket_path} (pid {pid}); stop it with `kill {pid}`",
+        pid=pid,
+    )
+
+
+def _run_detached(config: str | None, reporter: _Reporter) -> int:
+    """The detached child: serve until stopped; report "ok" or the error through the pipe."""
+    from memoryd.runtime import main as runtime_main
+
+    try:
+        runtime_main.serve(config, on_ready=lambda: reporter.send("ok"))
+    except MemorydError as exc:
+        reporter.send(f"error: {exc}")
+        return EXIT_ERROR
+    except BaseExceptionGroup as group:
+        error = single_error(group)
+        reporter.send(f"error: {error or _describe(group)}")
+        if error is None:
+            traceback.print_exception(group)  # into the log
+        return EXIT_ERROR
+    except BaseException as exc:  # noqa: BLE001 - report anything, then exit the child
+        reporter.send(f"error: {_describe(exc)}")
+        traceback.print_exception(exc)
+        return EXIT_ERROR
+    finally:
+        reporter.send("error: the daemon stopped before it was ready")
+    return EXIT_OK
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _detach(log_path: Path) -> None:
@@ -77,12 +116,22 @@ def _detach(log_path: Path) -> None:
     os.close(log_fd)
 
 
-def _report(fd: int, message: str) -> None:
-    try:
-        os.write(fd, message.encode()[:4000])
-        os.close(fd)
-    except OSError:
-        pass
+class _Reporter:
+    """The child's end of the readiness pipe: the first message is sent, the rest dropped."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd: int | None = fd
+
+    def send(self, message: str) -> None:
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        try:
+            os.write(fd, message.encode()[:4000])
+        except OSError:
+            pass  # the parent gave up waiting
+        finally:
+            os.close(fd)
 
 
 def _read_report(fd: int, timeout: float) -> str:
@@ -129,54 +178,81 @@ def _duration(secs: float) -> str:
 
 
 def render_status(status: dict[str, Any], now: float | None = None) -> str:
-    """The readable status table (what ops look at)."""
+    """The readable status table (what ops look at); ``now`` is a Unix time (default: now).
+
+    One row per workspace; a failing actor's last error and an index rebuilt at open are
+    printed under its row.
+    """
     now = time.time() if now is None else now
     provider = status.get("embedding_provider") or "none (FTS only)"
     lines = [
         f"memoryd {status['version']}  pid {status['pid']}  up {_duration(status['uptime_secs'])}"
-        f"  rss {_mb(status['rss_bytes'])}  loop {status['loop']}  embeddings: {provider}",
+        f"  rss {_mb(status.get('rss_bytes'))}  loop {status.get('loop', '?')}"
+        f"  embeddings: {provider}",
         f"socket {status['socket']}",
         f"memory {status['memory_root']}",
         "",
     ]
-    actors = status.get("actors", [])
+    actors: list[dict[str, Any]] = status.get("actors") or []
     if not actors:
         lines.append("no workspaces served yet (they start on first use)")
         return "\n".join(lines)
-    rows = [
-        ("WORKSPACE", "STATE", "WATCHER", "DIRTY", "FILES", "CHUNKS", "VEC PENDING", "LAST SEARCH")
-    ]
-    for actor in actors:
-        index = actor.get("index") or {}
-        last = actor.get("last_search")
-        last_text = (
-            f"{_duration(now - last['at'])} ago, {last['took_ms']:.1f} ms {last['mode']}"
-            if last
-            else "-"
-        )
-        state = actor.get("state", "?")
-        if actor.get("last_error"):
-            state = f"{state} ({actor['failures']}x: {actor['last_error']})"
-        rows.append(
-            (
-                f"{actor['workspace']} ({actor['memory_dir']})",
-                state,
-                str(actor.get("watcher", "-")),
-                str(actor.get("dirty", "-")),
-                str(index.get("files", "-")),
-                str(index.get("chunks", "-")),
-                str(index.get("vectors_pending", "-")) if index.get("embedding_model") else "-",
-                last_text,
-            )
-        )
-        if index.get("rebuilt_reason"):
-            rows.append(
-                ("  index rebuilt: " + str(index["rebuilt_reason"]), "", "", "", "", "", "", "")
-            )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
+    header = (
+        "WORKSPACE",
+        "STATE",
+        "WATCHER",
+        "DIRTY",
+        "FILES",
+        "CHUNKS",
+        "VEC PENDING",
+        "LAST SEARCH",
+    )
+    rows: list[tuple[tuple[str, ...], list[str]]] = [(header, [])]
+    rows.extend(_status_row(actor, now) for actor in actors)
+    widths = [max(len(row[i]) for row, _ in rows) for i in range(len(header))]
+    for row, notes in rows:
         lines.append("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
+        lines.extend(f"  {note}" for note in notes)
     return "\n".join(lines)
+
+
+def _status_row(actor: dict[str, Any], now: float) -> tuple[tuple[str, ...], list[str]]:
+    """One workspace's cells and the notes printed under them."""
+    index: dict[str, Any] = actor.get("index") or {}
+    last = actor.get("last_search")
+    last_text = (
+        f"{_duration(max(0.0, now - last['at']))} ago, {last['took_ms']:.1f} ms {last['mode']}"
+        if last
+        else "-"
+    )
+    pending = index.get("vectors_pending") if index.get("embedding_model") else None
+    cells = (
+        f"{actor['workspace']} ({actor['memory_dir']})",
+        str(actor.get("state", "?")),
+        str(actor.get("watcher") or "-"),
+        _cell(actor.get("dirty")),
+        _cell(index.get("files")),
+        _cell(index.get("chunks")),
+        _cell(pending),
+        last_text,
+    )
+    notes: list[str] = []
+    if actor.get("last_error"):
+        failures = actor.get("failures") or 0
+        notes.append(
+            f"last error ({failures} failure(s), restarted with backoff): {actor['last_error']}"
+        )
+    if actor.get("watcher_error"):
+        notes.append(f"watcher: {actor['watcher_error']}")
+    if index.get("rebuilt_reason"):
+        when = index.get("rebuilt_at")
+        ago = f" {_duration(max(0.0, now - when))} ago" if isinstance(when, int | float) else ""
+        notes.append(f"index rebuilt from the markdown files{ago}: {index['rebuilt_reason']}")
+    return cells, notes
+
+
+def _cell(value: Any) -> str:
+    return "-" if value is None else str(value)
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -256,6 +332,8 @@ def _socket_check(loaded: configfile.Loaded) -> Check:
             client.call("daemon.ping")
     except MemorydError:
         return ("daemon", True, f"not running (socket {path}); start it with `memoryd serve`")
+    except TimeoutError:
+        return ("daemon", False, f"not answering on {path} within 3 s")
     return ("daemon", True, f"answering on {path}")
 
 
@@ -301,9 +379,7 @@ def _install_service_command(subcommands: Subcommands) -> None:
 def _install_service(args: argparse.Namespace) -> int:
     from memoryd.runtime import service
 
-    exec_args = [sys.executable, "-m", "memoryd", "serve", "--foreground"]
-    if args.config:
-        exec_args += ["--config", os.path.abspath(args.config)]
-    plan = service.render_service(sys.platform, exec_args, dict(os.environ), Path.home())
-    print(service.install(plan, dry_run=args.dry_run))
+    config = Path(args.config) if args.config else None
+    plan = service.plan_for_this_user(config)
+    print(service.install(plan, dry_run=args.dry_run), end="")
     return EXIT_OK
