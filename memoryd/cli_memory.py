@@ -108,10 +108,9 @@ def _search(args: argparse.Namespace) -> int:
     hits = result["results"]
     for hit in hits:
         when = f", {age(hit['chunk_time'])} old" if hit["source"] == "session" else ""
-        print(
-            f"{hit['path']}:{hit['start_line']}-{hit['end_line']}  "
-            f"score {hit['score']:.2f}  [{hit['source']}{when}]"
-        )
+        start, end = hit["start_line"], hit["end_line"]
+        lines = f"{start}" if start == end else f"{start}-{end}"
+        print(f"{hit['path']}:{lines}  score {hit['score']:.2f}  [{hit['source']}{when}]")
         for line in hit["snippet"].splitlines()[:6]:
             print(f"    {line}")
         print()
@@ -161,7 +160,8 @@ def _get(args: argparse.Namespace) -> int:
         return EXIT_OK
     width = len(str(result["total_lines"]))
     for offset, line in enumerate(result["text"].splitlines()):
-        print(f"{result['start_line'] + offset:>{width}}  {line}")
+        number = f"{result['start_line'] + offset:>{width}}"
+        print(f"{number}  {line}" if line else number)
     return EXIT_OK
 
 

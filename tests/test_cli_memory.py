@@ -1,0 +1,325 @@
+"""`memoryd search / get / remember / reindex` against a live daemon, and without one.
+
+One daemon per module runs as a real subprocess (``python -m memoryd serve --foreground``)
+with ``MEMORYD_HOME`` in a short /tmp directory (a Unix socket path has ~100 bytes); the
+commands run in-process through :func:`memoryd.cli.main`, which is what the console script
+calls.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from memoryd.cli import main
+from memoryd.client import Client
+from memoryd.errors import MemorydError
+
+START_TIMEOUT_SECS = 30.0
+
+
+@dataclass(frozen=True)
+class LiveDaemon:
+    home: Path
+    project: Path
+    proc: subprocess.Popen[bytes]
+
+    @property
+    def socket(self) -> Path:
+        return self.home / "run" / "memoryd.sock"
+
+    @property
+    def memory(self) -> Path:
+        return self.home / "memory"
+
+
+def daemon_env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
+    env["MEMORYD_HOME"] = str(home)
+    return env
+
+
+def wait_for_socket(socket: Path, proc: subprocess.Popen[bytes] | None = None) -> None:
+    """Poll ``daemon.ping`` until it answers (fails if ``proc`` exits or time runs out)."""
+    deadline = time.monotonic() + START_TIMEOUT_SECS
+    while True:
+        if proc is not None and proc.poll() is not None:
+            pytest.fail(f"the daemon exited with status {proc.returncode} before answering")
+        try:
+            with Client(socket, timeout=5.0) as client:
+                if client.call("daemon.ping") == {"ok": True}:
+                    return
+        except (MemorydError, TimeoutError):
+            pass
+        if time.monotonic() > deadline:
+            pytest.fail(f"no daemon answered on {socket} within {START_TIMEOUT_SECS} s")
+        time.sleep(0.05)
+
+
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+
+
+@pytest.fixture(scope="module")
+def live_daemon() -> Iterator[LiveDaemon]:
+    """A daemon subprocess serving a fresh MEMORYD_HOME, and an empty project directory."""
+    base = Path(tempfile.mkdtemp(prefix="mdcli-", dir="/tmp"))
+    home, project = base / "home", base / "project"
+    home.mkdir()
+    project.mkdir()
+    with (base / "daemon.log").open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "memoryd", "serve", "--foreground"],
+            env=daemon_env(home),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    try:
+        wait_for_socket(home / "run" / "memoryd.sock", proc)
+        yield LiveDaemon(home=home, project=project, proc=proc)
+    finally:
+        stop_process(proc)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def live(live_daemon: LiveDaemon, monkeypatch: pytest.MonkeyPatch) -> LiveDaemon:
+    """The module's daemon, with this test's MEMORYD_HOME pointing at it."""
+    monkeypatch.setenv("MEMORYD_HOME", str(live_daemon.home))
+    return live_daemon
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def workspace_dir(live: LiveDaemon) -> str:
+    """The project's memory directory name (``<slug>-<hash8>``), as the daemon reports it."""
+    with Client(live.socket) as client:
+        return str(client.call("memory.remember", workspace=str(live.project), text="")["path"])[
+            : -len("/MEMORY.md")
+        ]
+
+
+# --- against a live daemon -----------------------------------------------------------------
+
+
+def test_remember_then_search_prints_the_hit_with_path_lines_and_score(
+    live: LiveDaemon, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ws = str(live.project)
+    code, out, err = run(capsys, "remember", "Zebrafish tanks need weekly filter changes", "-w", ws)
+    assert code == 0, err
+    assert out.startswith("remembered in ")
+    path = out.removeprefix("remembered in ").strip()
+    assert path.endswith("/MEMORY.md")
+    assert "Zebrafish" in (live.memory / path).read_text(encoding="utf-8")
+
+    code, out, err = run(capsys, "search", "zebrafish filter", "-w", ws)
+
+    assert code == 0, err
+    first = out.splitlines()[0]
+    location, score = first.split("  ")[:2]
+    assert location.startswith(f"{path}:")
+    lines = location.removeprefix(f"{path}:").split("-")
+    assert all(part.isdigit() for part in lines)
+    assert score.startswith("score ") and 0.0 < float(score.removeprefix("score ")) <= 1.0
+    assert "[workspace]" in first
+    assert "Zebrafish tanks need weekly filter changes" in out
+    assert "1 result(s)" in err
+
+
+def test_search_json_parses(live: LiveDaemon, capsys: pytest.CaptureFixture[str]) -> None:
+    ws = str(live.project)
+    assert run(capsys, "remember", "Capybaras enjoy warm baths", "-w", ws)[0] == 0
+
+    code, out, _ = run(capsys, "search", "capybaras", "-w", ws, "--json", "-n", "3")
+
+    assert code == 0
+    result = json.loads(out)
+    assert result["mode"] in {"fts_only", "hybrid"}
+    assert [hit["snippet"] for hit in result["results"]] == ["## Capybaras enjoy warm baths"]
+    assert result["results"][0]["source"] == "workspace"
+
+
+def test_search_with_no_hits_prints_nothing_on_stdout(
+    live: LiveDaemon, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(capsys, "search", "xylophonist", "-w", str(live.project))
+    assert (code, out) == (0, "")
+    assert "0 result(s)" in err
+
+
+def test_remember_global_writes_the_global_memory_file(
+    live: LiveDaemon, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(
+        capsys, "remember", "Prefer tabs in Makefiles", "--global", "-w", str(live.project)
+    )
+
+    assert (code, out) == (0, "remembered in MEMORY.md\n")
+    assert "## Prefer tabs in Makefiles" in (live.memory / "MEMORY.md").read_text(encoding="utf-8")
+
+
+def test_remember_of_an_empty_note_writes_nothing(
+    live: LiveDaemon, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(capsys, "remember", "   ", "-w", str(live.project))
+    assert (code, out) == (0, "")
+    assert "nothing to remember" in err
+
+
+def test_get_prints_numbered_lines_of_a_window(
+    live: LiveDaemon, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ws = workspace_dir(live)
+    target = live.memory / ws / "MEMORY.md"
+    lines = target.read_text(encoding="utf-8").splitlines()
+    assert len(lines) >= 4
+
+    code, out, _ = run(
+        capsys, "get", f"{ws}/MEMORY.md", "--from", "2", "--lines", "3", "-w", str(live.project)
+    )
+
+    assert code == 0
+    expected = [f"{n}  {lines[n - 1]}" if lines[n - 1] else str(n) for n in (2, 3, 4)]
+    printed = out.splitlines()
+    assert [line.strip() for line in printed] == [line.strip() for line in expected]
+    assert len(printed) == 3
+
+
+def test_get_json_parses(live: LiveDaemon, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        capsys, "get", "MEMORY.md", "--lines", "1", "--json", "-w", str(live.project)
+    )
+    assert code == 0
+    result = json.loads(out)
+    assert result["path"] == "MEMORY.md"
+    assert result["start_line"] == 1
+    assert result["text"].rstrip("\n") == "# Global memory"
+
+
+@pytest.mark.parametrize("path", ["../x", "/etc/passwd", "nope/../../x"])
+def test_get_outside_the_memory_fails_with_1_and_names_the_path(
+    live: LiveDaemon, capsys: pytest.CaptureFixture[str], path: str
+) -> None:
+    code, out, err = run(capsys, "get", path, "-w", str(live.project))
+    assert (code, out) == (1, "")
+    assert err.startswith("memoryd: error: ")
+    assert repr(path) in err or path in err
+    assert "Traceback" not in err
+
+
+def test_reindex_prints_counts(live: LiveDaemon, capsys: pytest.CaptureFixture[str]) -> None:
+    ws = str(live.project)
+    assert run(capsys, "remember", "Reindex me", "-w", ws)[0] == 0
+
+    code, out, err = run(capsys, "reindex", "-w", ws)
+
+    assert code == 0, err
+    first = out.splitlines()[0]
+    assert first.startswith("reindexed ")
+    words = first.split()
+    assert int(words[1]) >= 2  # the global and the workspace MEMORY.md
+    assert "changed" in first and "chunk(s) added" in first
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["search", "x", "-n", "0"],
+        ["search", "x", "--min-score", "1.5"],
+        ["get", "MEMORY.md", "--from", "0"],
+        ["get", "MEMORY.md", "--lines", "0"],
+    ],
+)
+def test_params_the_daemon_rejects_exit_2(
+    live: LiveDaemon, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    code, out, err = run(capsys, *argv, "-w", str(live.project))
+    assert (code, out) == (2, "")
+    assert err.startswith("memoryd: error: ")
+    assert "Traceback" not in err
+
+
+def test_a_workspace_that_does_not_exist_fails_with_1(
+    live: LiveDaemon, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = live.project / "missing"
+    code, _, err = run(capsys, "search", "x", "-w", str(missing))
+    assert code == 1
+    assert str(missing) in err
+
+
+def test_workspace_defaults_to_the_current_directory(
+    live: LiveDaemon, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(live.project)
+    code, out, _ = run(capsys, "remember", "Otters hold hands while sleeping")
+    assert code == 0
+    code, out, _ = run(capsys, "search", "otters", "-w", str(live.project), "--json")
+    assert [hit["path"] for hit in json.loads(out)["results"]] == [
+        f"{workspace_dir(live)}/MEMORY.md"
+    ]
+
+
+# --- without a daemon ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["status"],
+        ["status", "--json"],
+        ["search", "anything"],
+        ["get", "MEMORY.md"],
+        ["remember", "a note"],
+        ["remember", "a note", "--global"],
+        ["reindex"],
+    ],
+)
+def test_client_commands_without_a_daemon_exit_3_and_say_how_to_start_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str]
+) -> None:
+    code, out, err = run(capsys, *argv)
+    assert (code, out) == (3, "")
+    assert "memoryd is not running" in err
+    assert "memoryd serve" in err
+    assert "Traceback" not in err
+
+
+def test_a_dead_daemons_socket_file_counts_as_no_daemon(
+    memoryd_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import socket
+
+    run_dir = memoryd_home / "run"
+    run_dir.mkdir()
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(run_dir / "memoryd.sock"))  # bound, never listening: connection refused
+    try:
+        code, _, err = run(capsys, "search", "x")
+    finally:
+        stale.close()
+    assert code == 3
+    assert "memoryd serve" in err
