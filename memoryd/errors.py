@@ -8,6 +8,7 @@ exits.
     MemorydError                      code
     ├── ConfigError                   config_invalid
     ├── InvalidParams                 invalid_params
+    ├── MethodNotFound                method_not_found
     ├── WorkspaceNotFound             workspace_not_found
     ├── PathOutsideMemory             path_outside_memory
     ├── NotFound                      not_found
@@ -20,6 +21,7 @@ exits.
     │   └── IndexCorrupt              index_corrupt
     ├── AgentConfigError              agent_config_invalid
     ├── ActorUnavailable              actor_unavailable
+    ├── AlreadyRunning                already_running
     └── DaemonNotRunning              daemon_not_running   (client side only)
 """
 
@@ -60,6 +62,12 @@ class InvalidParams(MemorydError):
     """A request's parameters are missing or of the wrong type."""
 
     code = "invalid_params"
+
+
+class MethodNotFound(MemorydError):
+    """The request names a method the daemon does not have."""
+
+    code = "method_not_found"
 
 
 class WorkspaceNotFound(MemorydError):
@@ -132,6 +140,12 @@ class ActorUnavailable(MemorydError):
     """A workspace's actor is failing and being restarted with backoff."""
 
     code = "actor_unavailable"
+
+
+class AlreadyRunning(MemorydError):
+    """A daemon is already listening on the socket; a second one refuses to start."""
+
+    code = "already_running"
 
 
 class DaemonNotRunning(MemorydError):
