@@ -1,0 +1,404 @@
+"""Session flush and session-end summary rules (SPEC §7) — pure.
+
+Values in, values out; the caller passes ``now`` and does every read and write.
+
+- :class:`Message` is one transcript message; :func:`parse_messages` checks what a client
+  sent to ``session.append``.
+- :func:`flush_window` picks the messages a flush looks at and :func:`flush_prompt` builds
+  the model prompt (a *delta* prompt when an earlier flush of the session stored text).
+- :func:`check_flush_answer` decides what of the model's answer is stored.
+- :func:`pre_compaction_due` and :func:`first_flush_of_compaction` are the
+  ``pre_compaction`` trigger.
+- :func:`flush_section` and :func:`session_summary` are the text appended to a session log.
+
+**Real user messages.** The session-end summary, its thresholds and the session log's name
+count only *real* user messages: role ``user``, not blank, not a slash command (``/compact``,
+``/clear foo`` — a first word of ``/`` and a name without another ``/``, so ``/usr/bin is
+broken`` is real) and not client markup that agents put into user turns (a text starting
+with ``<tool_result``, ``<function_results``, ``<system-reminder``, ``<command-name``,
+``<command-message``, ``<command-args``, ``<local-command-stdout``,
+``<local-command-stderr``, ``<user-prompt-submit-hook`` or ``[Request interrupted``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from fractions import Fraction
+from typing import Any, Literal, get_args
+
+from memoryd.errors import InvalidParams
+
+Role = Literal["user", "assistant", "system", "tool"]
+ROLES: tuple[str, ...] = get_args(Role)
+Trigger = Literal["manual", "pre_compaction", "idle"]
+TRIGGERS: tuple[str, ...] = get_args(Trigger)
+
+#: Messages a flush window holds before it is extended back to a user message.
+WINDOW_MESSAGES = 20
+#: A message longer than this is cut in the flush prompt (tool output can be huge).
+PROMPT_MESSAGE_CHARS = 4000
+#: Topics listed in the session summary, and the length each is cut to.
+SUMMARY_TOPICS = 5
+TOPIC_CHARS = 100
+#: The summary is written only with this many real user messages totalling this many bytes.
+SUMMARY_MIN_USER_MESSAGES = 3
+SUMMARY_MIN_USER_BYTES = 50
+#: Longest message content accepted by :func:`parse_messages`, in characters.
+MAX_MESSAGE_CHARS = 1_000_000
+
+_MARKUP_PREFIXES = (
+    "<tool_result",
+    "<function_results",
+    "<system-reminder",
+    "<command-name",
+    "<command-message",
+    "<command-args",
+    "<local-command-stdout",
+    "<local-command-stderr",
+    "<user-prompt-submit-hook",
+    "[request interrupted",
+)
+_SLASH_COMMAND = re.compile(r"/[A-Za-z][\w:.-]*(?:\s|$)")
+_HEADING_LINE = re.compile(r"#{1,2} +\S")
+_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
+_WRAPPING_FENCE = re.compile(r"\A(`{3,}|~{3,})[ \t]*(?:markdown|md)?[ \t]*\n(.*)\n\1[ \t]*\Z", re.S)
+_FLUSH_MARK_LINE = re.compile(r"[ \t]*<!--\s*flush\b.*-->[ \t]*")
+_NO_REPLY_NOISE = re.compile(r"[\s_\-*`'\".!,:;()\[\]]+")
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One transcript message as a client reported it."""
+
+    role: Role
+    content: str
+
+
+def parse_messages(raw: object, *, param: str = "messages") -> list[Message]:
+    """The messages of a ``session.append`` request, checked.
+
+    ``raw`` must be a list of objects ``{"role": user|assistant|system|tool, "content":
+    str}``; anything else is :class:`InvalidParams` naming the item and field.
+    """
+    if not isinstance(raw, list):
+        raise InvalidParams(f"parameter {param!r} must be a list of messages", param=param)
+    out: list[Message] = []
+    for i, item in enumerate(raw):
+        where = f"{param}[{i}]"
+        if not isinstance(item, Mapping):
+            raise InvalidParams(f"{where} must be an object with role and content", param=param)
+        role, content = item.get("role"), item.get("content")
+        extra = sorted(set(item) - {"role", "content"})
+        if extra:
+            raise InvalidParams(f"{where} has unknown field {extra[0]!r}", param=param)
+        if role not in ROLES:
+            raise InvalidParams(
+                f"{where}.role must be one of {', '.join(ROLES)}, got {role!r}", param=param
+            )
+        if not isinstance(content, str):
+            raise InvalidParams(f"{where}.content must be a string", param=param)
+        if len(content) > MAX_MESSAGE_CHARS:
+            raise InvalidParams(
+                f"{where}.content is longer than {MAX_MESSAGE_CHARS} characters", param=param
+            )
+        out.append(Message(role, content))
+    return out
+
+
+# ---------------------------------------------------------------------- real user messages
+
+
+def is_real_user_message(message: Message) -> bool:
+    """True for a user message a person typed (see the module docstring)."""
+    if message.role != "user":
+        return False
+    text = message.content.strip()
+    if not text:
+        return False
+    if _SLASH_COMMAND.match(text):
+        return False
+    return not text.lower().startswith(_MARKUP_PREFIXES)
+
+
+def real_user_messages(messages: Sequence[Message]) -> list[str]:
+    """The stripped texts of the real user messages, in order."""
+    return [m.content.strip() for m in messages if is_real_user_message(m)]
+
+
+def first_user_message(messages: Sequence[Message]) -> str | None:
+    """The first real user message (stripped), for the session log's name; None if none."""
+    for message in messages:
+        if is_real_user_message(message):
+            return message.content.strip()
+    return None
+
+
+# ---------------------------------------------------------------------- window and prompt
+
+
+def flush_window(messages: Sequence[Message]) -> list[Message]:
+    """What a flush looks at: system messages dropped, the last 20, extended back so that
+    the window starts at a user message (or at the first message when none is earlier)."""
+    kept = [m for m in messages if m.role != "system"]
+    start = max(0, len(kept) - WINDOW_MESSAGES)
+    while start > 0 and kept[start].role != "user":
+        start -= 1
+    return kept[start:]
+
+
+FLUSH_SYSTEM_PROMPT = """\
+You maintain the long-term memory of a software project. Read the transcript of a coding \
+session and write down what will make future sessions in this project more effective:
+
+- decisions that were made, and their rationale;
+- technical context: architecture, APIs, file paths, commands, tools, configuration;
+- debugging techniques that worked;
+- problems and their solutions (problem → solution).
+
+Rules:
+- Answer in markdown: one `##` heading per topic, then short, specific notes.
+- Do not record the user's personal preferences (they belong in global memory).
+- Do not record progress, status reports or "next steps".
+- If nothing in the transcript is worth keeping, reply exactly NO_REPLY."""
+
+FLUSH_DELTA_RULE = """
+
+Part of this session was already saved to memory (shown under "Already saved"). Write \
+only what is new since then; do not repeat or rephrase anything already saved. If nothing \
+new is worth keeping, reply exactly NO_REPLY."""
+
+
+def _prompt_text(content: str) -> str:
+    text = content.strip()
+    if len(text) <= PROMPT_MESSAGE_CHARS:
+        return text
+    rest = len(text) - PROMPT_MESSAGE_CHARS
+    return f"{text[:PROMPT_MESSAGE_CHARS]}\n[… {rest} more characters cut]"
+
+
+def flush_prompt(window: Sequence[Message], previous_flush_text: str | None) -> tuple[str, str]:
+    """``(system, user)`` for one flush call (SPEC §7).
+
+    With ``previous_flush_text`` (what an earlier flush of this session stored) the prompt
+    shows it and asks only for what is new. Each message is cut to
+    :data:`PROMPT_MESSAGE_CHARS` characters.
+    """
+    previous = (previous_flush_text or "").strip()
+    system = FLUSH_SYSTEM_PROMPT + (FLUSH_DELTA_RULE if previous else "")
+    parts: list[str] = []
+    if previous:
+        parts.append(f"## Already saved\n\n{previous}\n\n## End of already saved\n")
+    parts.append("## Transcript\n")
+    parts.extend(f"[{m.role}]\n{_prompt_text(m.content)}\n" for m in window)
+    parts.append("## End of transcript")
+    return system, "\n".join(parts)
+
+
+# ---------------------------------------------------------------------- answer check
+
+
+@dataclass(frozen=True, slots=True)
+class FlushVerdict:
+    """What to do with a model's flush answer.
+
+    ``outcome`` is ``store`` (write ``text``), ``nothing`` (empty or NO_REPLY) or
+    ``rejected`` (no markdown heading); ``truncated`` says ``text`` was cut.
+    """
+
+    outcome: Literal["store", "nothing", "rejected"]
+    text: str = ""
+    truncated: bool = False
+    reason: str = ""
+
+
+def is_no_reply(text: str) -> bool:
+    """True for ``NO_REPLY`` in any spelling: case, ``_``/``-``/space/none between the words,
+    padding, quotes, markup and trailing punctuation (``"no reply."``, ``**NoReply**``)."""
+    return _NO_REPLY_NOISE.sub("", text).lower() == "noreply"
+
+
+def _fence_states(text: str) -> list[tuple[str, bool, bool]]:
+    """Each line of ``text`` with whether it is part of a fenced code block (its fences
+    included) and whether a fence is still open after it."""
+    out: list[tuple[str, bool, bool]] = []
+    fence: str | None = None
+    for line in text.split("\n"):
+        match = _FENCE.match(line)
+        if fence is None:
+            if match:
+                fence = match.group(1)
+            out.append((line, fence is not None, fence is not None))
+            continue
+        closes = (
+            match is not None
+            and match.group(1)[0] == fence[0]
+            and len(match.group(1)) >= len(fence)
+            and not line.strip().strip(fence[0])
+        )
+        if closes:
+            fence = None
+        out.append((line, True, fence is not None))
+    return out
+
+
+def has_heading(text: str) -> bool:
+    """True when a line (outside code fences) starts with ``# `` or ``## `` and a title."""
+    return any(not fenced and _HEADING_LINE.match(line) for line, fenced, _ in _fence_states(text))
+
+
+def _cut(text: str, max_chars: int) -> str:
+    """``text`` cut to at most ``max_chars`` at a line boundary, never inside a code fence
+    (one over-long first line is cut hard)."""
+    states = _fence_states(text)
+    keep, size = 0, -1
+    for line, _, _ in states:
+        if size + 1 + len(line) > max_chars:
+            break
+        size += 1 + len(line)
+        keep += 1
+    while keep > 0 and states[keep - 1][2]:
+        keep -= 1  # do not leave a code block open
+    if keep == 0:
+        return text[:max_chars].rstrip()
+    return "\n".join(line for line, _, _ in states[:keep]).rstrip()
+
+
+def check_flush_answer(text: str, max_chars: int) -> FlushVerdict:
+    """Decide what of a flush answer is stored (SPEC §7).
+
+    Empty → nothing; ``NO_REPLY`` in any spelling (alone, or as the first line of an answer
+    without headings) → nothing; no ``#``/``##`` heading line → rejected; longer than
+    ``max_chars`` → cut at a line boundary (never leaving a code fence open). A whole answer
+    wrapped in a ```` ```markdown ```` fence is unwrapped and lines that look like flush
+    marks (``<!-- flush … -->``) are dropped, so an answer cannot forge a mark.
+    """
+    body = text.replace("\r\n", "\n").strip()
+    if not body:
+        return FlushVerdict("nothing", reason="empty answer")
+    if is_no_reply(body):
+        return FlushVerdict("nothing", reason="NO_REPLY")
+    wrapped = _WRAPPING_FENCE.match(body)
+    if wrapped:
+        body = wrapped.group(2).strip()
+    body = "\n".join(
+        line for line in body.split("\n") if not _FLUSH_MARK_LINE.fullmatch(line)
+    ).strip()
+    if not has_heading(body):
+        first = body.split("\n", 1)[0]
+        if is_no_reply(first) or not body:
+            return FlushVerdict("nothing", reason="NO_REPLY")
+        return FlushVerdict("rejected", reason="no markdown heading line")
+    truncated = len(body) > max_chars
+    if truncated:
+        body = _cut(body, max_chars)
+        if not has_heading(body):
+            return FlushVerdict("rejected", reason="no markdown heading within max_write_chars")
+    return FlushVerdict("store", body, truncated=truncated)
+
+
+# ---------------------------------------------------------------------- pre_compaction trigger
+
+
+def _exact(value: int | float) -> Fraction:
+    return Fraction(value) if isinstance(value, int) else Fraction(repr(float(value)))
+
+
+def compaction_threshold(
+    context_window: int, threshold_percent: int | float, soft_threshold_tokens: int
+) -> Fraction:
+    """``window · threshold% − soft_threshold_tokens``, exactly (a fraction of a token)."""
+    return Fraction(context_window) * _exact(threshold_percent) / 100 - Fraction(
+        soft_threshold_tokens
+    )
+
+
+def pre_compaction_due(
+    tokens: int,
+    context_window: int,
+    threshold_percent: int | float,
+    soft_threshold_tokens: int,
+) -> bool:
+    """True when ``tokens ≥ window · threshold% − soft_threshold_tokens`` (exact arithmetic:
+    100 000 tokens at 85 % with 4 000 soft → 81 000).
+
+    Refuses (``InvalidParams``) a negative token count, a window below 1 and a threshold
+    outside (0, 100].
+    """
+    if isinstance(tokens, bool) or tokens < 0:
+        raise InvalidParams("tokens must not be negative", param="tokens")
+    if isinstance(context_window, bool) or context_window < 1:
+        raise InvalidParams("context_window must be at least 1", param="context_window")
+    if not 0 < threshold_percent <= 100:
+        raise InvalidParams(
+            "threshold_percent must be above 0 and at most 100", param="threshold_percent"
+        )
+    threshold = compaction_threshold(context_window, threshold_percent, soft_threshold_tokens)
+    return Fraction(tokens) >= threshold
+
+
+def first_flush_of_compaction(last_flushed_count: int | None, compaction_count: int) -> bool:
+    """True unless a ``pre_compaction`` flush already ran for this compaction count.
+
+    Any other count than the last flushed one is new (a client that restarted its count
+    from 0 gets flushes again).
+    """
+    return last_flushed_count is None or compaction_count != last_flushed_count
+
+
+# ---------------------------------------------------------------------- session log text
+
+
+def utc_iso(now: datetime) -> str:
+    """``now`` as ``YYYY-MM-DDTHH:MM:SSZ`` (UTC)."""
+    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def flush_section(text: str, now: datetime, trigger: Trigger) -> str:
+    """The section a flush appends: the ``<!-- flush <UTC time> trigger=<trigger> -->`` mark
+    line directly above the flushed markdown."""
+    if trigger not in TRIGGERS:
+        raise ValueError(f"unknown flush trigger {trigger!r}")
+    return f"<!-- flush {utc_iso(now)} trigger={trigger} -->\n{text.strip()}\n"
+
+
+def _topic(text: str) -> str:
+    line = " ".join(text.split())
+    if len(line) <= TOPIC_CHARS:
+        return line
+    return line[: TOPIC_CHARS - 1].rstrip() + "…"
+
+
+def session_summary(messages: Sequence[Message], now: datetime) -> str | None:
+    """The model-free session-end summary, or None when the session had fewer than 3 real
+    user messages or they total fewer than 50 bytes (UTF-8).
+
+    ``## Session Summary`` (UTC date, message counts by role) and ``## Topics Discussed``
+    (the first 5 real user messages, each on one line and cut to 100 characters).
+    """
+    real = real_user_messages(messages)
+    if len(real) < SUMMARY_MIN_USER_MESSAGES:
+        return None
+    if sum(len(t.encode("utf-8", "replace")) for t in real) < SUMMARY_MIN_USER_BYTES:
+        return None
+    counts = {role: sum(1 for m in messages if m.role == role) for role in ROLES}
+    by_role = ", ".join(f"{role} {counts[role]}" for role in ROLES if counts[role])
+    lines = [
+        "## Session Summary",
+        "",
+        f"- Date: {now.astimezone(UTC).date().isoformat()} (UTC)",
+        f"- Messages: {len(messages)} ({by_role})",
+        f"- User messages: {len(real)}",
+        "",
+        "## Topics Discussed",
+        "",
+    ]
+    lines.extend(f"- {_topic(t)}" for t in real[:SUMMARY_TOPICS])
+    return "\n".join(lines) + "\n"
+
+
+def message_dict(message: Message) -> dict[str, Any]:
+    """The JSON shape of a message (as clients send it and journals store it)."""
+    return {"role": message.role, "content": message.content}
