@@ -25,6 +25,7 @@ import pytest
 from memoryd.cli import main
 from memoryd.client import Client
 from memoryd.errors import MemorydError
+from memoryd.store.layout import resolve_workspace
 
 START_TIMEOUT_SECS = 30.0
 
@@ -114,11 +115,8 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 
 def workspace_dir(live: LiveDaemon) -> str:
-    """The project's memory directory name (``<slug>-<hash8>``), as the daemon reports it."""
-    with Client(live.socket) as client:
-        return str(client.call("memory.remember", workspace=str(live.project), text="")["path"])[
-            : -len("/MEMORY.md")
-        ]
+    """The project's memory directory name (``<slug>-<hash8>``)."""
+    return resolve_workspace(live.project, live.memory).key.dirname
 
 
 # --- against a live daemon -----------------------------------------------------------------
@@ -192,6 +190,7 @@ def test_remember_of_an_empty_note_writes_nothing(
 def test_get_prints_numbered_lines_of_a_window(
     live: LiveDaemon, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    assert run(capsys, "remember", "Window note", "-w", str(live.project))[0] == 0
     ws = workspace_dir(live)
     target = live.memory / ws / "MEMORY.md"
     lines = target.read_text(encoding="utf-8").splitlines()
@@ -209,6 +208,7 @@ def test_get_prints_numbered_lines_of_a_window(
 
 
 def test_get_json_parses(live: LiveDaemon, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(capsys, "remember", "Global note", "--global", "-w", str(live.project))[0] == 0
     code, out, _ = run(
         capsys, "get", "MEMORY.md", "--lines", "1", "--json", "-w", str(live.project)
     )
@@ -233,6 +233,7 @@ def test_get_outside_the_memory_fails_with_1_and_names_the_path(
 def test_reindex_prints_counts(live: LiveDaemon, capsys: pytest.CaptureFixture[str]) -> None:
     ws = str(live.project)
     assert run(capsys, "remember", "Reindex me", "-w", ws)[0] == 0
+    assert run(capsys, "remember", "Reindex me too", "--global", "-w", ws)[0] == 0
 
     code, out, err = run(capsys, "reindex", "-w", ws)
 
