@@ -1,0 +1,431 @@
+"""Transcript journals of open sessions: ``sessions/.live/<sid>.jsonl`` (SPEC §7, §15).
+
+A journal makes a session survive a daemon crash or restart: every message is appended to
+it — written, flushed and fsynced — *before* ``session.append`` is acknowledged, and so is
+the session's flush state. The next daemon start replays the journals of the sessions that
+were still open (:func:`load_all`); ``session.close`` removes a journal once the session's
+summary is written.
+
+One JSON object per line (ASCII-escaped, so any string round-trips), files ``0600``::
+
+    {"type": "header", "version": 1, "workspace": "/abs/path", "session_id": "…",
+     "subagent": false, "opened_at": 1735689600.0}
+    {"type": "message", "role": "user", "content": "…", "at": 1735689601.5}
+    {"type": "flush", "last_text": "## …", "last_at": …, "last_outcome": "written",
+     "last_trigger": "manual", "last_error": null, "compaction_count": 2,
+     "flushed_through": 14}
+    {"type": "log", "date": "2025-01-01", "name": "2025-01-01-fix-login-1234abcd.md"}
+    {"type": "closed", "summary_written": true}
+
+The last ``flush`` record wins. A crash in the middle of a write leaves at most a torn last
+line; it was never acknowledged, so loading ignores it and reopening cuts it off before
+the next append. A session id that is not a plain file name (``[A-Za-z0-9][A-Za-z0-9_.-]*``,
+at most 128 characters) is stored under ``sid-<hash>.jsonl``; the header keeps the real id.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import blake3
+import structlog
+
+from memoryd.core.flushing import ROLES, Message
+from memoryd.errors import StorageError
+
+log = structlog.get_logger(__name__)
+
+JOURNAL_VERSION = 1
+JOURNAL_SUFFIX = ".jsonl"
+_FILE_MODE = 0o600
+_DIR_MODE = 0o700
+_PLAIN_SID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+
+
+def journal_name(session_id: str) -> str:
+    """The journal's file name for ``session_id`` (never a path: ``../x`` is hashed)."""
+    if _PLAIN_SID.fullmatch(session_id) and not session_id.endswith("."):
+        return f"{session_id}{JOURNAL_SUFFIX}"
+    digest = blake3.blake3(session_id.encode("utf-8", "surrogatepass")).hexdigest(length=16)
+    return f"sid-{digest}{JOURNAL_SUFFIX}"
+
+
+@dataclass(frozen=True, slots=True)
+class JournalHeader:
+    """The first line of a journal: what ``session.open`` said."""
+
+    workspace: str
+    session_id: str
+    subagent: bool
+    opened_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class JournalMessage:
+    message: Message
+    at: float
+    """When the daemon received it (epoch seconds)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FlushState:
+    """What a session remembers about its flushes (recorded so that recovery keeps it)."""
+
+    last_text: str | None = None
+    """The text the last *written* flush stored (the delta prompt shows it)."""
+    last_at: float | None = None
+    """When the last flush finished (any outcome), epoch seconds."""
+    last_outcome: str | None = None
+    """written | nothing_to_store | rejected | duplicate | error."""
+    last_trigger: str | None = None
+    last_error: str | None = None
+    compaction_count: int | None = None
+    """The last compaction count a ``pre_compaction`` flush ran for."""
+    flushed_through: int = 0
+    """How many messages the session had when the last flush finished."""
+
+
+@dataclass(frozen=True, slots=True)
+class JournalState:
+    """Everything a journal holds, as loaded."""
+
+    path: Path
+    header: JournalHeader
+    messages: tuple[JournalMessage, ...]
+    flush: FlushState
+    log_names: Mapping[str, str] = field(default_factory=dict)
+    """Session-log file name per UTC date (``YYYY-MM-DD``) this session wrote."""
+    closed: bool = False
+    """``session.close`` finished writing (only the removal of the journal was lost)."""
+    torn: bool = False
+    """The last line was incomplete (a crash mid-write) and was ignored."""
+    bad_lines: int = 0
+
+
+# ---------------------------------------------------------------------- reading
+
+
+def _header(record: Mapping[str, Any]) -> JournalHeader | None:
+    if record.get("type") != "header":
+        return None
+    workspace, sid = record.get("workspace"), record.get("session_id")
+    subagent, opened = record.get("subagent"), record.get("opened_at")
+    if not isinstance(workspace, str) or not isinstance(sid, str) or not sid:
+        return None
+    if not isinstance(subagent, bool) or not isinstance(opened, int | float):
+        return None
+    return JournalHeader(workspace, sid, subagent, float(opened))
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _flush(record: Mapping[str, Any]) -> FlushState:
+    def text(key: str) -> str | None:
+        value = record.get(key)
+        return value if isinstance(value, str) else None
+
+    def number(key: str) -> float | None:
+        value = record.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        return None
+
+    return FlushState(
+        last_text=text("last_text"),
+        last_at=number("last_at"),
+        last_outcome=text("last_outcome"),
+        last_trigger=text("last_trigger"),
+        last_error=text("last_error"),
+        compaction_count=_int(record.get("compaction_count")),
+        flushed_through=_int(record.get("flushed_through")) or 0,
+    )
+
+
+def _parse(path: Path, data: bytes) -> JournalState | None:
+    lines = data.split(b"\n")
+    torn = bool(lines[-1])  # bytes after the last newline: an unacknowledged write
+    header: JournalHeader | None = None
+    messages: list[JournalMessage] = []
+    flush = FlushState()
+    log_names: dict[str, str] = {}
+    closed = False
+    bad = 0
+    for raw in lines[:-1]:
+        try:
+            record = json.loads(raw)
+        except ValueError:
+            bad += 1
+            continue
+        if not isinstance(record, dict):
+            bad += 1
+            continue
+        if header is None:
+            header = _header(record)
+            if header is None:
+                return None
+            continue
+        match record.get("type"):
+            case "message" if record.get("role") in ROLES and isinstance(
+                record.get("content"), str
+            ):
+                at = record.get("at")
+                messages.append(
+                    JournalMessage(
+                        Message(record["role"], record["content"]),
+                        float(at) if isinstance(at, int | float) else header.opened_at,
+                    )
+                )
+            case "flush":
+                flush = _flush(record)
+            case "log" if isinstance(record.get("date"), str) and isinstance(
+                record.get("name"), str
+            ):
+                log_names[record["date"]] = record["name"]
+            case "closed":
+                closed = True
+            case _:
+                bad += 1
+    if header is None:
+        return None
+    return JournalState(path, header, tuple(messages), flush, log_names, closed, torn, bad)
+
+
+def load(path: Path) -> JournalState | None:
+    """The journal at ``path``, or None when it is missing or has no valid header line."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise _error("read", path, exc) from exc
+    return _parse(path, data)
+
+
+def journal_paths(live_dir: Path) -> list[Path]:
+    try:
+        return sorted(p for p in live_dir.iterdir() if p.name.endswith(JOURNAL_SUFFIX))
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise _error("list", live_dir, exc) from exc
+
+
+def load_all(live_dir: Path) -> list[JournalState]:
+    """Every open session's journal in ``live_dir``, oldest first.
+
+    Journals without a valid header (a crash while one was being created: the open was
+    never acknowledged) are skipped and logged; they are replaced when that session is
+    opened again.
+    """
+    states: list[JournalState] = []
+    for path in journal_paths(live_dir):
+        state = load(path)
+        if state is None:
+            log.warning("journal.unreadable", path=str(path))
+            continue
+        if state.torn or state.bad_lines:
+            log.warning("journal.repaired", path=str(path), torn=state.torn, bad=state.bad_lines)
+        states.append(state)
+    states.sort(key=lambda s: (s.header.opened_at, s.header.session_id))
+    return states
+
+
+def read_header(path: Path) -> JournalHeader | None:
+    """Only the header of the journal at ``path`` (cheap: reads the first line)."""
+    try:
+        with path.open("rb") as handle:
+            first = handle.readline()
+    except OSError:
+        return None
+    try:
+        record = json.loads(first)
+    except ValueError:
+        return None
+    return _header(record) if isinstance(record, dict) else None
+
+
+def open_sessions(root: Path) -> list[JournalHeader]:
+    """The headers of every open session's journal under the memory ``root``.
+
+    For the daemon's start: which workspaces have sessions to recover (so their actors
+    start and ``session.append`` finds them).
+    """
+    headers: list[JournalHeader] = []
+    try:
+        workspaces = sorted(p for p in root.iterdir() if p.is_dir())
+    except OSError:
+        return []
+    for ws_dir in workspaces:
+        for path in journal_paths(ws_dir / "sessions" / ".live"):
+            header = read_header(path)
+            if header is not None:
+                headers.append(header)
+    return headers
+
+
+# ---------------------------------------------------------------------- writing
+
+
+def _error(action: str, path: Path, exc: OSError) -> StorageError:
+    name = errno.errorcode.get(exc.errno, "") if exc.errno else ""
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    return StorageError(
+        f"cannot {action} journal {path}: {f'{name}: ' if name else ''}{reason}",
+        path=str(path),
+        errno=name or None,
+    )
+
+
+def _line(record: Mapping[str, Any]) -> bytes:
+    return json.dumps(record, ensure_ascii=True, separators=(",", ":")).encode("ascii") + b"\n"
+
+
+def _sync(fd: int) -> None:
+    sync = getattr(os, "fdatasync", os.fsync)
+    sync(fd)
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some file systems cannot fsync a directory
+    finally:
+        os.close(fd)
+
+
+class Journal:
+    """The journal of one session. Synchronous: call it from a worker thread, one call at a
+    time per session."""
+
+    def __init__(self, live_dir: Path, session_id: str) -> None:
+        self.live_dir = live_dir
+        self.session_id = session_id
+        self.path = live_dir / journal_name(session_id)
+        self._fd: int | None = None
+        self._size = 0
+
+    def open(self, header: JournalHeader) -> JournalState | None:
+        """Open for appending; returns the recovered state when a valid journal exists
+        (its torn tail cut off), else creates a new journal with ``header`` → None."""
+        try:
+            self.live_dir.mkdir(mode=_DIR_MODE, parents=True, exist_ok=True)
+        except OSError as exc:
+            raise _error("create the directory of", self.path, exc) from exc
+        state = load(self.path)
+        if state is not None and state.header.session_id != self.session_id:
+            raise StorageError(
+                f"journal {self.path} belongs to session {state.header.session_id!r}",
+                path=str(self.path),
+            )
+        if state is not None:
+            self._open_fd(create=False)
+            if state.torn:
+                self._cut_torn_tail()
+            return state
+        self._open_fd(create=True)
+        try:
+            self._write([_header_record(header)])
+        except BaseException:
+            self.close()
+            raise
+        _fsync_dir(self.live_dir)
+        return None
+
+    def _open_fd(self, *, create: bool) -> None:
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC
+        if create:
+            flags |= os.O_CREAT | os.O_TRUNC
+        try:
+            fd = os.open(self.path, flags, _FILE_MODE)
+            try:
+                os.fchmod(fd, _FILE_MODE)
+                self._size = os.fstat(fd).st_size
+            except OSError:
+                os.close(fd)
+                raise
+        except OSError as exc:
+            raise _error("open", self.path, exc) from exc
+        self._fd = fd
+
+    def _cut_torn_tail(self) -> None:
+        data = self.path.read_bytes()
+        keep = data.rfind(b"\n") + 1
+        assert self._fd is not None
+        try:
+            os.ftruncate(self._fd, keep)
+            _sync(self._fd)
+        except OSError as exc:
+            raise _error("repair", self.path, exc) from exc
+        self._size = keep
+
+    def _write(self, records: Iterable[Mapping[str, Any]]) -> None:
+        """Append ``records`` durably (write + fsync); on failure cut back what was written,
+        so a failed (unacknowledged) append never leaves a partial line behind."""
+        if self._fd is None:
+            raise StorageError(f"journal {self.path} is not open", path=str(self.path))
+        data = b"".join(_line(r) for r in records)
+        fd = self._fd
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            _sync(fd)
+        except OSError as exc:
+            try:
+                os.ftruncate(fd, self._size)
+            except OSError:
+                pass
+            raise _error("append to", self.path, exc) from exc
+        self._size += len(data)
+
+    def append_messages(self, messages: Sequence[Message], at: float) -> None:
+        """Append ``messages`` (one fsync for the batch). Returns once they are on disk."""
+        if messages:
+            self._write(
+                {"type": "message", "role": m.role, "content": m.content, "at": at}
+                for m in messages
+            )
+
+    def record_flush(self, state: FlushState) -> None:
+        self._write([{"type": "flush", **asdict(state)}])
+
+    def record_log(self, date: str, name: str) -> None:
+        self._write([{"type": "log", "date": date, "name": name}])
+
+    def record_closed(self, summary_written: bool) -> None:
+        self._write([{"type": "closed", "summary_written": summary_written}])
+
+    def close(self) -> None:
+        """Close the file (the journal stays on disk)."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+
+    def remove(self) -> None:
+        """Close and delete the journal (after ``session.close`` wrote the summary)."""
+        self.close()
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise _error("remove", self.path, exc) from exc
+        _fsync_dir(self.live_dir)
+
+
+def _header_record(header: JournalHeader) -> dict[str, Any]:
+    return {"type": "header", "version": JOURNAL_VERSION, **asdict(header)}
