@@ -66,14 +66,34 @@ def build_parser() -> argparse.ArgumentParser:
     )
     for register in _COMMANDS:
         register(subcommands)
+    _finish(parser)
     return parser
+
+
+def _finish(parser: argparse.ArgumentParser) -> None:
+    """Give every subcommand its one-line help as ``--help`` description, and its own parser.
+
+    The parser is kept as the ``command_parser`` default so that :func:`main` reports an unknown
+    argument with the usage of the command it was given to.
+    """
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {choice.dest: choice.help for choice in action._choices_actions}
+            for name, sub in action.choices.items():
+                if sub.description is None and helps.get(name):
+                    sub.description = str(helps[name]).capitalize() + "."
+                sub.set_defaults(command_parser=sub)
+                _finish(sub)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status instead of exiting."""
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if extra:
+            command_parser: argparse.ArgumentParser = getattr(args, "command_parser", parser)
+            command_parser.error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as exc:  # argparse exits on usage errors (2), --help and --version (0)
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     handler: Handler = args.handler
