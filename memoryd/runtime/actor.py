@@ -10,7 +10,8 @@ and the supervisor restarts it with backoff. A request that fails never stops th
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -58,6 +59,7 @@ class WorkspaceActor:
         self._embed_wakeup = anyio.Event()
         self._scope: anyio.CancelScope | None = None
         self._ready = False
+        self.in_flight = 0
         self.log = log.bind(workspace=workspace.key.dirname)
 
     # ------------------------------------------------------------------ lifecycle
@@ -66,8 +68,8 @@ class WorkspaceActor:
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
         await anyio.to_thread.run_sync(ensure_workspace_dirs, self.workspace)
-        await self.memory.open()
         try:
+            await self.memory.open()
             async with anyio.create_task_group() as tg:
                 self._scope = tg.cancel_scope
                 await tg.start(self._watch_loop)
@@ -152,46 +154,49 @@ class WorkspaceActor:
 
     # ------------------------------------------------------------------ requests
 
-    def _check_ready(self) -> None:
+    @contextmanager
+    def _request(self) -> Iterator[None]:
+        """Account for one request: refused unless running; the actor is busy meanwhile."""
         if not self._ready:
             raise ActorUnavailable(f"workspace {self.workspace.key.dirname} is not running")
+        self.touch()
+        self.in_flight += 1
+        try:
+            yield
+        finally:
+            self.in_flight -= 1
+            self.touch()
 
     async def search(self, query: str, **kwargs: Any) -> SearchResponse:
-        self._check_ready()
-        self.touch()
-        response = await self.memory.search(query, **kwargs)
+        with self._request():
+            response = await self.memory.search(query, **kwargs)
         self.last_search = {"at": self.clock(), "took_ms": response.took_ms, "mode": response.mode}
         self._embed_wakeup.set()
         return response
 
     async def remember(self, text: str, scope: str) -> dict[str, Any]:
-        self._check_ready()
-        self.touch()
-        async with self._write_lock:
-            out = await self.memory.remember(text, scope)
+        with self._request():
+            async with self._write_lock:
+                out = await self.memory.remember(text, scope)
         self._embed_wakeup.set()
         return out
 
     async def get(self, path: str, start: int, lines: int | None) -> dict[str, Any]:
-        self._check_ready()
-        self.touch()
-        return await self.memory.get(path, start, lines)
+        with self._request():
+            return await self.memory.get(path, start, lines)
 
     async def files(self) -> list[dict[str, object]]:
-        self._check_ready()
-        self.touch()
-        return await self.memory.files()
+        with self._request():
+            return await self.memory.files()
 
     async def stats(self) -> dict[str, object]:
-        self._check_ready()
-        self.touch()
-        return await self.memory.stats()
+        with self._request():
+            return await self.memory.stats()
 
     async def reindex(self, embeddings: bool) -> dict[str, Any]:
-        self._check_ready()
-        self.touch()
-        async with self._write_lock:
-            out = await self.memory.reindex(embeddings)
+        with self._request():
+            async with self._write_lock:
+                out = await self.memory.reindex(embeddings)
         self._embed_wakeup.set()
         return out
 

@@ -7,6 +7,7 @@ The README's protocol section documents every method registered here (a test che
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 import time
@@ -32,10 +33,16 @@ class DaemonContext:
 
     supervisor: Supervisor
     socket_path: str
-    loop: str
+    loop: str  # what `serve` asked for; `daemon.status` reports the loop really running
     started_at: float = field(default_factory=time.time)
     config_file: str | None = None
     extra_status: list[Callable[[], dict[str, Any]]] = field(default_factory=list)
+
+
+def running_loop() -> str:
+    """The event loop actually running this code: ``uvloop`` or ``asyncio``."""
+    module = type(asyncio.get_running_loop()).__module__
+    return "uvloop" if module.split(".")[0] == "uvloop" else "asyncio"
 
 
 async def _actor(ctx: DaemonContext, params: dict[str, Any]) -> WorkspaceActor:
@@ -121,7 +128,7 @@ def build_methods(ctx: DaemonContext) -> MethodTable:
             "pid": os.getpid(),
             "uptime_secs": round(time.time() - ctx.started_at, 3),
             "rss_bytes": proc.memory_info().rss,
-            "loop": ctx.loop,
+            "loop": running_loop(),
             "python": sys.version.split()[0],
             "socket": ctx.socket_path,
             "config_file": ctx.config_file,

@@ -1,8 +1,10 @@
 """Start to stop: the daemon's life, top to bottom.
 
-1. configure logging from the loaded config;
-2. start the supervisor (actors of ``daemon.workspaces`` start now, others on first use);
-3. start the socket server; once it listens, tell systemd ``READY=1``;
+1. configure logging from the loaded config; install the signal receiver (SIGTERM, SIGINT,
+   SIGHUP), so a signal that comes as soon as a client can connect is handled, not fatal;
+2. start the supervisor (actors start on first use);
+3. start the socket server; once it listens (the socket is ours, no other daemon runs), start
+   the actors of ``daemon.workspaces`` and tell systemd ``READY=1``;
 4. serve until SIGTERM/SIGINT (or the ``stop`` event in tests). SIGHUP reloads the config;
 5. stop gracefully: stop accepting, let in-flight requests finish within a deadline, stop
    the actors (each closes its index), remove the socket file. A second SIGINT skips the
@@ -29,7 +31,14 @@ from memoryd.runtime import notify
 from memoryd.runtime.handlers import DaemonContext, build_methods
 from memoryd.runtime.logging import configure_logging
 from memoryd.runtime.server import SocketServer
-from memoryd.runtime.supervisor import Supervisor
+from memoryd.runtime.supervisor import (
+    BACKOFF_MAX,
+    BACKOFF_START,
+    ActorFactory,
+    Supervisor,
+    WatchFn,
+)
+from memoryd.runtime.watcher import watch_memory
 from memoryd.store import configfile
 
 log = structlog.get_logger(__name__)
@@ -52,14 +61,27 @@ class Daemon:
         config_path: str | None = None,
         flags: Mapping[str, Any] | None = None,
         loop: str = "asyncio",
+        grace_secs: float = GRACE_SECS,
+        watch: WatchFn = watch_memory,
+        actor_factory: ActorFactory | None = None,
+        backoff: tuple[float, float] = (BACKOFF_START, BACKOFF_MAX),
     ) -> None:
+        """``watch``, ``actor_factory`` and ``backoff`` are seams for tests (see Supervisor)."""
         self.loaded = loaded
         self.config: Config = loaded.config
         self.config_path = config_path
         self.flags = dict(flags or {})
         self.socket_path = Path(loaded.paths.socket_path)
         self.root = Path(loaded.paths.memory_root)
-        self.supervisor = Supervisor(self.config, self.root, make_provider)
+        self.supervisor = Supervisor(
+            self.config,
+            self.root,
+            make_provider,
+            actor_factory=actor_factory,
+            watch=watch,
+            backoff_start=backoff[0],
+            backoff_max=backoff[1],
+        )
         self.context = DaemonContext(
             supervisor=self.supervisor,
             socket_path=str(self.socket_path),
@@ -70,7 +92,7 @@ class Daemon:
             self.socket_path,
             build_methods(self.context),
             max_request_bytes=self.config.daemon.max_request_bytes,
-            stop_timeout=GRACE_SECS,
+            stop_timeout=grace_secs,
         )
         self._stopping = False
         self._scope: anyio.CancelScope | None = None
@@ -87,16 +109,18 @@ class Daemon:
         await anyio.to_thread.run_sync(self._prepare_root)
         async with anyio.create_task_group() as tg:
             self._scope = tg.cancel_scope
+            if handle_signals:  # before listening: a client may signal us as soon as it can connect
+                await tg.start(self._signals)
+            if stop is not None:
+                tg.start_soon(self._stop_on, stop)
             await tg.start(self.supervisor.run)
             served = anyio.Event()
             self._listening = anyio.Event()
             tg.start_soon(self._serve, served)
             with anyio.fail_after(30):
                 await self._listening.wait()
-            if handle_signals:
-                tg.start_soon(self._signals)
-            if stop is not None:
-                tg.start_soon(self._stop_on, stop)
+            # Only now that the socket is ours: another daemon must not open our indexes.
+            tg.start_soon(self.supervisor.start_workspaces)
             notify.ready()
             log.info(
                 "daemon.started",
@@ -140,8 +164,11 @@ class Daemon:
         if self._scope is not None:
             self._scope.cancel()
 
-    async def _signals(self) -> None:
+    async def _signals(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+            task_status.started()
             async for signum in signals:
                 if signum == signal.SIGHUP:
                     await self.reload()

@@ -2,16 +2,18 @@
 
 - An actor starts the first time a request names its workspace (or at daemon start for the
   workspaces listed in ``daemon.workspaces``).
-- A crashed actor is restarted with exponential backoff; while it is down, requests for that
-  workspace get ``actor_unavailable`` with the last error. Other workspaces are untouched.
-- Actors idle for ``daemon.actor_idle_secs`` are stopped; the next request starts them again.
+- A crashed actor (or one that fails to start) is restarted with exponential backoff; while
+  it is down, requests for that workspace get ``actor_unavailable`` with the last error.
+  Other workspaces are untouched.
+- Actors idle for ``daemon.actor_idle_secs`` (and with no request in flight) are stopped; the
+  next request starts them again — one arriving while the actor stops waits for the restart.
 - :meth:`Supervisor.run` owns every actor task in one task group; cancelling it stops them all.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ from memoryd.core.config import Config
 from memoryd.errors import ActorUnavailable, MemorydError
 from memoryd.providers.embeddings import EmbeddingProvider
 from memoryd.runtime.actor import WorkspaceActor
+from memoryd.runtime.watcher import watch_memory
 from memoryd.store.layout import Workspace, resolve_workspace
 
 log = structlog.get_logger(__name__)
@@ -30,19 +33,34 @@ log = structlog.get_logger(__name__)
 BACKOFF_START = 0.5
 BACKOFF_MAX = 30.0
 ActorFactory = Callable[[Workspace, Path, Config], WorkspaceActor]
+WatchFn = Callable[..., Awaitable[None]]
 
 
 @dataclass(slots=True)
 class Slot:
-    """Supervision state of one workspace."""
+    """Supervision state of one workspace.
+
+    ``finished`` exists while a supervising task runs for the slot and is set when it ends;
+    ``ready`` is set each time a start attempt ends, well or badly.
+    """
 
     workspace: Workspace
     actor: WorkspaceActor | None = None
     ready: anyio.Event | None = None
-    failures: int = 0
+    finished: anyio.Event | None = None
+    failures: int = 0  # consecutive failed starts or crashes; 0 once a start succeeds
+    restarts: int = 0  # crashes since the daemon started
+    backoff_level: int = 0  # grows with each crash; reset by a run that lasted
     last_error: str | None = None
     retry_at: float = 0.0
     stopping: bool = False
+
+
+def describe(exc: BaseException) -> str:
+    """``Type: message`` of an error, looking inside task-group exception groups."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 class Supervisor:
@@ -53,6 +71,9 @@ class Supervisor:
         provider_factory: Callable[[Config], EmbeddingProvider | None],
         *,
         actor_factory: ActorFactory | None = None,
+        watch: WatchFn = watch_memory,
+        backoff_start: float = BACKOFF_START,
+        backoff_max: float = BACKOFF_MAX,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
@@ -61,6 +82,9 @@ class Supervisor:
         self._provider: EmbeddingProvider | None = None
         self._provider_made = False
         self.actor_factory = actor_factory or self._default_actor
+        self.watch = watch
+        self.backoff_start = backoff_start
+        self.backoff_max = backoff_max
         self.clock = clock
         self.slots: dict[str, Slot] = {}
         self._tg: anyio.abc.TaskGroup | None = None
@@ -69,7 +93,7 @@ class Supervisor:
         if not self._provider_made:
             self._provider = self.provider_factory(config)
             self._provider_made = True
-        return WorkspaceActor(ws, root, config, self._provider)
+        return WorkspaceActor(ws, root, config, self._provider, watch=self.watch)
 
     @property
     def provider(self) -> EmbeddingProvider | None:
@@ -83,13 +107,16 @@ class Supervisor:
         async with anyio.create_task_group() as tg:
             self._tg = tg
             tg.start_soon(self._reap_idle)
-            for path in self.config.daemon.workspaces:
-                try:
-                    await self.actor_for(path)
-                except MemorydError as exc:
-                    log.warning("supervisor.workspace_failed", workspace=path, error=str(exc))
             task_status.started()
             await anyio.sleep_forever()
+
+    async def start_workspaces(self) -> None:
+        """Start the actors of the workspaces listed in ``daemon.workspaces``."""
+        for path in self.config.daemon.workspaces:
+            try:
+                await self.actor_for(path)
+            except MemorydError as exc:
+                log.warning("supervisor.workspace_failed", workspace=path, error=str(exc))
 
     def reload(self, config: Config) -> None:
         """Apply a reloaded config to every running actor (search settings take effect now)."""
@@ -101,23 +128,36 @@ class Supervisor:
     # ------------------------------------------------------------------ actors
 
     async def actor_for(self, workspace_path: str) -> WorkspaceActor:
-        """The running actor of a workspace, starting it if needed."""
+        """The running actor of a workspace, starting it if needed.
+
+        Raises :class:`ActorUnavailable` while the workspace's actor fails to start (and is
+        being restarted with backoff); ``WorkspaceNotFound`` for a path that is no directory.
+        """
         ws = await anyio.to_thread.run_sync(resolve_workspace, workspace_path, self.root)
         key = ws.key.dirname
         slot = self.slots.get(key)
         if slot is None:
             slot = self.slots[key] = Slot(workspace=ws)
-        if slot.actor is not None and slot.actor.ready:
-            return slot.actor
-        if slot.failures and self.clock() < slot.retry_at:
-            raise self._unavailable(slot)
-        if slot.ready is None:
-            self._start(slot)
-        assert slot.ready is not None
-        await slot.ready.wait()
-        if slot.actor is not None and slot.actor.ready:
-            return slot.actor
-        raise self._unavailable(slot)
+        while True:
+            if slot.stopping and slot.finished is not None:
+                await slot.finished.wait()  # an idle stop is under way: wait, then start anew
+                continue
+            actor = slot.actor
+            if actor is not None and actor.ready:
+                actor.touch()  # so the idle reaper leaves it alone until the request runs
+                return actor
+            if slot.failures and self.clock() < slot.retry_at:
+                raise self._unavailable(slot)
+            if slot.finished is None:
+                self._start(slot)
+            assert slot.ready is not None
+            await slot.ready.wait()
+            actor = slot.actor
+            if actor is not None and actor.ready:
+                actor.touch()
+                return actor
+            if not slot.stopping:
+                raise self._unavailable(slot)
 
     def _unavailable(self, slot: Slot) -> ActorUnavailable:
         wait = max(0.0, slot.retry_at - self.clock())
@@ -133,43 +173,60 @@ class Supervisor:
         if self._tg is None:
             raise ActorUnavailable("the supervisor is not running")
         slot.ready = anyio.Event()
+        slot.finished = anyio.Event()
         slot.stopping = False
         self._tg.start_soon(self._supervise, slot, name=f"actor {slot.workspace.key.dirname}")
 
     async def _supervise(self, slot: Slot) -> None:
         """Run one actor; on failure, back off and restart it until it is stopped."""
-        name = slot.workspace.key.dirname
-        while True:
-            actor = self.actor_factory(slot.workspace, self.root, self.config)
-            slot.actor = actor
-            try:
-                async with anyio.create_task_group() as tg:
-                    await tg.start(actor.run)
-                    slot.failures, slot.last_error = 0, None
-                    self._signal_ready(slot)
-            except Exception as exc:  # noqa: BLE001 - one failing actor never takes the daemon down
-                slot.failures += 1
-                slot.last_error = f"{type(exc).__name__}: {exc}"
-                delay = min(BACKOFF_START * 2 ** (slot.failures - 1), BACKOFF_MAX)
-                slot.retry_at = self.clock() + delay
-                log.error(
-                    "actor.crashed",
-                    workspace=name,
-                    error=slot.last_error,
-                    failures=slot.failures,
-                    retry_in=delay,
-                )
-                slot.actor = None
-                self._signal_ready(slot)  # waiters get actor_unavailable now
-                slot.ready = anyio.Event()
-                await anyio.sleep(delay)
-                if slot.stopping:
-                    break
-                continue
-            # The actor returned: it was stopped on purpose (idle or shutdown).
-            break
+        try:
+            while True:
+                started_at = self.clock()
+                try:
+                    actor = self.actor_factory(slot.workspace, self.root, self.config)
+                    slot.actor = actor
+                    async with anyio.create_task_group() as tg:
+                        await tg.start(actor.run)
+                        slot.failures, slot.last_error = 0, None
+                        self._signal_ready(slot)
+                except Exception as exc:  # noqa: BLE001 - one failing actor never takes the daemon down
+                    delay = self._crashed(slot, exc, ran_for=self.clock() - started_at)
+                    self._signal_ready(slot)  # waiters get actor_unavailable now
+                    slot.ready = anyio.Event()
+                    await anyio.sleep(delay)
+                    if slot.stopping:
+                        break
+                    continue
+                # The actor returned: it was stopped on purpose (idle or shutdown).
+                break
+        finally:
+            slot.actor = None
+            finished, slot.finished = slot.finished, None
+            slot.stopping = False
+            self._signal_ready(slot)
+            slot.ready = None
+            if finished is not None:
+                finished.set()
+
+    def _crashed(self, slot: Slot, exc: Exception, *, ran_for: float) -> float:
+        """Record a failed start or a crash; returns how long to wait before the next try."""
         slot.actor = None
-        slot.ready = None
+        if ran_for >= self.backoff_max:
+            slot.backoff_level = 0  # it ran well for a while: back off from the start again
+        slot.failures += 1
+        slot.restarts += 1
+        slot.backoff_level += 1
+        slot.last_error = describe(exc)
+        delay = min(self.backoff_start * 2.0 ** (slot.backoff_level - 1), self.backoff_max)
+        slot.retry_at = self.clock() + delay
+        log.error(
+            "actor.crashed",
+            workspace=slot.workspace.key.dirname,
+            error=slot.last_error,
+            failures=slot.failures,
+            retry_in=delay,
+        )
+        return delay
 
     @staticmethod
     def _signal_ready(slot: Slot) -> None:
@@ -183,7 +240,13 @@ class Supervisor:
             now = time.time()
             for slot in list(self.slots.values()):
                 actor = slot.actor
-                if actor is not None and actor.ready and now - actor.last_used >= idle:
+                if (
+                    actor is not None
+                    and actor.ready
+                    and not slot.stopping
+                    and actor.in_flight == 0
+                    and now - actor.last_used >= idle
+                ):
                     log.info("actor.idle_stop", workspace=slot.workspace.key.dirname)
                     slot.stopping = True
                     actor.stop()
@@ -196,10 +259,21 @@ class Supervisor:
             actor = slot.actor
             if actor is not None and actor.ready:
                 entry = await actor.status()
+                if slot.stopping:
+                    entry["state"] = "stopping"
             else:
-                state = "failed" if slot.failures else "stopped"
+                if actor is not None:
+                    state = "starting"
+                elif slot.failures:
+                    state = "failed"
+                else:
+                    state = "stopped"
                 entry = {"workspace": str(slot.workspace.path), "memory_dir": key, "state": state}
             entry["failures"] = slot.failures
+            entry["restarts"] = slot.restarts
+            entry["retry_in"] = (
+                round(max(0.0, slot.retry_at - self.clock()), 3) if slot.failures else None
+            )
             entry["last_error"] = slot.last_error
             out.append(entry)
         return out
