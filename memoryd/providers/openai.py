@@ -1,0 +1,244 @@
+"""The ``openai`` embedding provider: any OpenAI-compatible ``/v1/embeddings`` endpoint (SPEC §6).
+
+OpenAI, Ollama, llama.cpp's server, vLLM … :class:`OpenAIEmbeddings` POSTs
+``{base_url}/embeddings`` with ``model``, ``input`` (a list) and ``dimensions`` when configured,
+``batch_size`` texts per request, and ``Authorization: Bearer …`` when the variable named by
+``api_key_env`` is set.
+
+Each request (one batch) has a deadline of ``timeout_secs``, retries included. A 429, a 5xx or
+a connection failure is retried with exponential backoff (``backoff_base`` doubling, capped at
+``backoff_cap``, or the server's ``Retry-After`` when it fits) up to ``max_retries`` times while
+the deadline allows. Any other 4xx fails at once with the server's message; so does a timeout
+(a hung server costs ``timeout_secs``, not ``timeout_secs × attempts``).
+
+Every answer is checked: one vector per input, items put in the order of their ``index``,
+every vector of the expected dimension and finite. Vectors are returned L2-normalised.
+
+**Dimension.** With ``dimensions`` configured, :attr:`OpenAIEmbeddings.dims` is known at once.
+With ``dimensions = 0`` the first successful answer fixes it; until then :attr:`dims_known` is
+false and :attr:`dims` raises :class:`~memoryd.errors.EmbeddingError`. Call :meth:`probe` at
+start (it embeds one short text) so the index can record the model's identity. The
+:attr:`model_id` is ``openai/<model>@<dims>`` (``openai/<model>`` while the dimension is
+unknown), so a change of model or dimension changes the identity.
+
+Errors are :class:`~memoryd.errors.EmbeddingError`; their messages never contain the API key.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import anyio
+import httpx
+
+from memoryd.errors import EmbeddingError
+from memoryd.providers.embeddings import normalize
+
+PROBE_TEXT = "memoryd probe"
+_MAX_MESSAGE = 300
+
+
+class OpenAIEmbeddings:
+    """Embeddings from an OpenAI-compatible HTTP endpoint, batched, retried and checked."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        model: str,
+        dimensions: int = 0,
+        api_key_env: str = "OPENAI_API_KEY",
+        batch_size: int = 32,
+        timeout_secs: float = 10.0,
+        max_retries: int = 3,
+        backoff_base: float = 0.25,
+        backoff_cap: float = 4.0,
+        env: Mapping[str, str] | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        if not base_url or not model:
+            raise ValueError("base_url and model are required")
+        if batch_size < 1 or timeout_secs <= 0 or max_retries < 0 or dimensions < 0:
+            raise ValueError("batch_size, timeout_secs, max_retries or dimensions out of range")
+        self.base_url = base_url.rstrip("/")
+        self.url = f"{self.base_url}/embeddings"
+        self.model = model
+        self.dimensions = dimensions
+        self.api_key_env = api_key_env
+        self.batch_size = batch_size
+        self.timeout_secs = timeout_secs
+        self.max_retries = max_retries
+        self.backoff_base = backoff_base
+        self.backoff_cap = backoff_cap
+        self._env = os.environ if env is None else env
+        self._transport = transport
+        self._client: httpx.AsyncClient | None = None
+        self._dims = dimensions
+        self.requests = 0  # HTTP requests sent, retries included
+
+    # ------------------------------------------------------------------ identity
+
+    @property
+    def model_id(self) -> str:
+        return f"openai/{self.model}@{self._dims}" if self._dims else f"openai/{self.model}"
+
+    @property
+    def dims_known(self) -> bool:
+        return self._dims > 0
+
+    @property
+    def dims(self) -> int:
+        if not self._dims:
+            raise EmbeddingError(
+                f"the dimension of {self.model!r} is not known yet: the endpoint has not "
+                "answered (set embedding.dimensions, or wait for the probe to succeed)"
+            )
+        return self._dims
+
+    async def probe(self) -> int:
+        """Embed one short text to learn (or check) the dimension; returns it."""
+        await self.embed([PROBE_TEXT])
+        return self._dims
+
+    # ------------------------------------------------------------------ embedding
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """One unit vector per text, in order, in batches of ``batch_size``."""
+        batch = [t if t.strip() else " " for t in texts]  # endpoints refuse empty strings
+        vectors: list[list[float]] = []
+        for start in range(0, len(batch), self.batch_size):
+            vectors.extend(await self._request(batch[start : start + self.batch_size]))
+        return vectors
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(transport=self._transport)
+        return self._client
+
+    def _headers(self) -> dict[str, str]:
+        key = self._env.get(self.api_key_env, "") if self.api_key_env else ""
+        return {"Authorization": f"Bearer {key}"} if key else {}
+
+    def _payload(self, texts: list[str]) -> dict[str, Any]:
+        payload: dict[str, Any] = {"model": self.model, "input": texts}
+        if self.dimensions:
+            payload["dimensions"] = self.dimensions
+        return payload
+
+    async def _request(self, texts: list[str]) -> list[list[float]]:
+        deadline = anyio.current_time() + self.timeout_secs
+        failures = 0
+        while True:
+            remaining = deadline - anyio.current_time()
+            retry_after: float | None = None
+            try:
+                with anyio.fail_after(max(remaining, 0.0)):
+                    self.requests += 1
+                    response = await self._http().post(
+                        self.url,
+                        json=self._payload(texts),
+                        headers=self._headers(),
+                        timeout=max(remaining, 0.001),
+                    )
+            except (TimeoutError, httpx.TimeoutException) as exc:
+                raise EmbeddingError(
+                    f"{self.url} did not answer within {self.timeout_secs:g} s"
+                ) from exc
+            except httpx.TransportError as exc:
+                reason = f"cannot reach {self.url}: {type(exc).__name__}: {self._clean(str(exc))}"
+            else:
+                status = response.status_code
+                if status == 200:
+                    return self._check(response, len(texts))
+                reason = f"{self.url} answered HTTP {status}: {self._server_message(response)}"
+                if status != 429 and status < 500:
+                    raise EmbeddingError(reason, status=status)
+                retry_after = _retry_after(response)
+            failures += 1
+            if failures > self.max_retries:
+                raise EmbeddingError(f"{reason} (gave up after {failures} attempts)")
+            delay = min(self.backoff_cap, self.backoff_base * 2 ** (failures - 1))
+            delay = random.uniform(delay / 2, delay)  # jitter spreads concurrent retries
+            if retry_after is not None:
+                delay = max(delay, retry_after)
+            if anyio.current_time() + delay >= deadline:
+                raise EmbeddingError(
+                    f"{reason} (no time left to retry within {self.timeout_secs:g} s)"
+                )
+            await anyio.sleep(delay)
+
+    # ------------------------------------------------------------------ answer checks
+
+    def _check(self, response: httpx.Response, count: int) -> list[list[float]]:
+        try:
+            data = response.json()["data"]
+            items = sorted(
+                ((int(item["index"]), item["embedding"]) for item in data), key=lambda p: p[0]
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise EmbeddingError(
+                f"{self.url} answered something that is not an embeddings list: {exc!r}"
+            ) from exc
+        if len(items) != count:
+            raise EmbeddingError(f"{self.url} answered {len(items)} vectors for {count} inputs")
+        if [index for index, _ in items] != list(range(count)):
+            raise EmbeddingError(f"{self.url} answered indexes that are not 0..{count - 1}")
+        expected = self._dims or (len(items[0][1]) if isinstance(items[0][1], list) else 0)
+        if not expected:
+            raise EmbeddingError(f"{self.url} answered an empty or malformed first vector")
+        vectors: list[list[float]] = []
+        for index, raw in items:
+            if not isinstance(raw, list) or len(raw) != expected:
+                size = len(raw) if isinstance(raw, list) else type(raw).__name__
+                raise EmbeddingError(
+                    f"{self.url} answered a vector of dimension {size} for input {index}, "
+                    f"expected {expected} ({self.model!r})"
+                )
+            try:
+                vector = [float(x) for x in raw]
+            except (TypeError, ValueError) as exc:
+                raise EmbeddingError(f"{self.url} answered a non-numeric vector") from exc
+            if not all(math.isfinite(x) for x in vector):
+                raise EmbeddingError(f"{self.url} answered a vector with NaN or infinity")
+            vectors.append(normalize(vector))
+        self._dims = expected
+        return vectors
+
+    def _server_message(self, response: httpx.Response) -> str:
+        try:
+            body: Any = response.json()
+        except ValueError:
+            body = response.text
+        if isinstance(body, dict):
+            error = body.get("error", body.get("message", body))
+            if isinstance(error, dict):
+                error = error.get("message", error)
+            body = error
+        return self._clean(str(body).strip() or response.reason_phrase)
+
+    def _clean(self, message: str) -> str:
+        """The message, shortened, with the API key (if any) masked."""
+        key = self._env.get(self.api_key_env, "") if self.api_key_env else ""
+        if key:
+            message = message.replace(key, "***")
+        if len(message) > _MAX_MESSAGE:
+            message = message[: _MAX_MESSAGE - 1] + "…"
+        return message
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("retry-after", "")
+    try:
+        seconds = float(value)
+    except ValueError:
+        return None
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
