@@ -21,6 +21,7 @@ exits.
     │   └── IndexCorrupt              index_corrupt
     ├── AgentConfigError              agent_config_invalid
     ├── ActorUnavailable              actor_unavailable
+    ├── WatcherUnavailable            watcher_unavailable  (runtime only: actor polls)
     ├── AlreadyRunning                already_running
     └── DaemonNotRunning              daemon_not_running   (client side only)
 """
@@ -140,6 +141,16 @@ class ActorUnavailable(MemorydError):
     """A workspace's actor is failing and being restarted with backoff."""
 
     code = "actor_unavailable"
+
+
+class WatcherUnavailable(MemorydError):
+    """The file watcher cannot start or died (inotify limits, missing directory …).
+
+    The actor catches it, polls every ``index.reconcile_secs`` instead and reports
+    ``watcher: polling`` in ``status``.
+    """
+
+    code = "watcher_unavailable"
 
 
 class AlreadyRunning(MemorydError):
