@@ -1,0 +1,471 @@
+"""Dream decisions, input, prompt and answer checks (SPEC §8) — pure.
+
+Everything the dream runtime decides without touching a file, the clock or a model:
+
+- :func:`check_gates` — the three gates (config, time, sessions), cheapest first;
+- :func:`assemble_input` — the existing ``MEMORY.md`` then session logs, oldest first, each
+  under ``--- Session: <name> ---``, up to ``dream.max_input_chars``;
+- :func:`dream_prompt` — the system prompt of the one model call;
+- :func:`check_answer` — empty, ``NO_REPLY`` or heading-less answers store nothing;
+- :func:`check_loss` — refuse an answer that drops most of the existing ``##`` sections;
+- :func:`with_footer` — the new ``MEMORY.md`` with its ``<!-- dream … -->`` footer;
+- :func:`last_undoable` — which journalled dream an undo reverts.
+
+**Counterpart rule** (the loss check). An existing ``##`` section is kept by the answer when
+(1) the answer has a heading (any level) with the same normalised text (NFKC, lowercase,
+punctuation and emphasis dropped, spaces collapsed), or (2) at least
+:data:`SECTION_OVERLAP` (50 %) of the section's content tokens (heading and body) occur in a
+single section of the answer — a merge of several old sections into one new topic keeps them
+all — or (3) at least :data:`DOCUMENT_OVERLAP` (80 %) of them occur somewhere in the answer —
+a section split over several new ones. Content tokens are distinct lowercase words of three
+or more characters that are not common English stop words, plus character bigrams of CJK
+runs. A section with no content token loses nothing and always counts as kept.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from memoryd.core.templates import is_scaffold
+from memoryd.core.workspace import session_id_prefix
+
+GateName = Literal["disabled", "subagent", "too_soon", "too_few_sessions", "open"]
+AnswerOutcome = Literal["ok", "empty", "no_reply", "no_heading"]
+
+#: Fraction of an old section's tokens one new section must hold to be its counterpart.
+SECTION_OVERLAP = 0.5
+#: Fraction of an old section's tokens the whole answer must hold to be its counterpart.
+DOCUMENT_OVERLAP = 0.8
+
+MEMORY_SEPARATOR = "--- MEMORY.md ---"
+_FOOTER_RE = re.compile(r"^[ \t]*<!-- dream [^\n]*?-->[ \t]*\n?", re.MULTILINE)
+_HEADING_LINE = re.compile(r"^#{1,2}[ \t]+\S", re.MULTILINE)
+_ANY_HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t#]*$")
+_FENCE = re.compile(r"^[ \t]{0,3}(```|~~~)")
+_NO_REPLY_CHARS = re.compile(r"[\W_]+")
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
+_WORD = re.compile(r"[^\W_]+")
+_STOP_WORDS = frozenset(
+    (
+        "the and for are but not you all any can had has her was one our out use with this that "
+        "from they them then than there their what when which who will would should could into "
+        "onto over under about after before also only just more most some such very been being "
+        "does did done doing have having its were your yours"
+    ).split()
+)
+
+
+# ---------------------------------------------------------------------------- gates
+
+
+@dataclass(frozen=True, slots=True)
+class GateOutcome:
+    """The gate decision, with every gate's current value against its threshold.
+
+    ``outcome`` is the first gate that stayed shut (cheapest first), or ``open``.
+    ``hours`` is the whole hours since the last consolidation (None = never); ``count`` the
+    session logs modified since then, the ending session excluded. Both are computed even
+    when an earlier gate decided, so ``status`` can show them.
+    """
+
+    outcome: GateName
+    enabled: bool
+    hours: int | None
+    min_hours: int
+    count: int
+    min_sessions: int
+    manual: bool = False
+
+    @property
+    def open(self) -> bool:
+        return self.outcome == "open"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The decision as clients see it: ``too_soon {hours, min_hours}`` and so on."""
+        match self.outcome:
+            case "too_soon":
+                return {"outcome": "too_soon", "hours": self.hours, "min_hours": self.min_hours}
+            case "too_few_sessions":
+                return {
+                    "outcome": "too_few_sessions",
+                    "count": self.count,
+                    "min": self.min_sessions,
+                }
+            case _:
+                return {"outcome": self.outcome}
+
+    def values(self) -> dict[str, Any]:
+        """Each gate's current value against its threshold (for ``dream.status``)."""
+        return {
+            "outcome": self.outcome,
+            "enabled": self.enabled,
+            "hours_since_last": self.hours,
+            "min_hours": self.min_hours,
+            "sessions_since_last": self.count,
+            "min_sessions": self.min_sessions,
+        }
+
+
+def whole_hours(since: datetime, now: datetime) -> int:
+    """Whole hours from ``since`` to ``now`` (23 h 59 m is 23); never negative."""
+    return max(0, math.floor((now - since).total_seconds() / 3600))
+
+
+def is_session_log(name: str) -> bool:
+    """True for a session log's file name (``*.md``, not hidden, not a temp file)."""
+    return name.endswith(".md") and not name.startswith(".")
+
+
+def belongs_to_session(name: str, session_id: str) -> bool:
+    """True when the log ``name`` was written by the session ``session_id`` (by its sid8)."""
+    if not session_id:
+        return False
+    return name.endswith(f"-{session_id_prefix(session_id)}.md")
+
+
+def count_sessions(
+    session_mtimes: Mapping[str, datetime],
+    last_consolidation: datetime | None,
+    ending_session: str | None,
+) -> int:
+    """Session logs modified after the last consolidation, the ending session's excluded."""
+    count = 0
+    for name, mtime in session_mtimes.items():
+        if not is_session_log(name):
+            continue
+        if ending_session and belongs_to_session(name, ending_session):
+            continue
+        if last_consolidation is None or mtime > last_consolidation:
+            count += 1
+    return count
+
+
+def check_gates(
+    *,
+    enabled: bool,
+    subagent: bool,
+    last_consolidation: datetime | None,
+    now: datetime,
+    min_hours: int,
+    session_mtimes: Mapping[str, datetime],
+    ending_session: str | None,
+    min_sessions: int,
+    manual: bool = False,
+) -> GateOutcome:
+    """Decide whether a dream may run (SPEC §8.1).
+
+    ``session_mtimes`` maps each file name in ``sessions/`` to its mtime (a missing
+    directory is an empty mapping); ``ending_session`` is the id of the session that is
+    ending now (its logs are not counted). A sub-agent session never triggers a dream; a
+    manual dream skips the time and session gates (never the config gate, nor the lock).
+    """
+    hours = None if last_consolidation is None else whole_hours(last_consolidation, now)
+    count = count_sessions(session_mtimes, last_consolidation, ending_session)
+
+    def outcome(name: GateName) -> GateOutcome:
+        return GateOutcome(name, enabled, hours, min_hours, count, min_sessions, manual)
+
+    if not enabled:
+        return outcome("disabled")
+    if subagent:
+        return outcome("subagent")
+    if manual:
+        return outcome("open")
+    if hours is not None and hours < min_hours:
+        return outcome("too_soon")
+    if count < min_sessions:
+        return outcome("too_few_sessions")
+    return outcome("open")
+
+
+# ---------------------------------------------------------------------------- input
+
+
+@dataclass(frozen=True, slots=True)
+class SessionLog:
+    """One session log as read for a dream: its file name and text."""
+
+    name: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class DreamInput:
+    """What one dream sends to the model and which logs it consumes."""
+
+    text: str
+    """The user message: ``MEMORY.md`` (if any) then the logs that fit."""
+    consumed: tuple[str, ...]
+    """Names of the logs that were sent (oldest first)."""
+    waiting: tuple[str, ...]
+    """Names of the logs that did not fit; they wait for the next run."""
+    memory_included: bool
+
+    @property
+    def empty(self) -> bool:
+        """Nothing to consolidate: no session log with any text was taken."""
+        return not self.consumed
+
+
+def strip_footer(text: str) -> str:
+    """``text`` without dream footers (they are rewritten by every dream)."""
+    return _FOOTER_RE.sub("", text)
+
+
+def assemble_input(
+    memory_text: str | None, logs: Sequence[SessionLog], max_chars: int
+) -> DreamInput:
+    """The existing ``MEMORY.md`` followed by ``logs`` (given oldest first) (SPEC §8.4).
+
+    ``MEMORY.md`` is skipped when missing, blank or only a scaffold, and its dream footer is
+    dropped. Logs are taken in order under ``--- Session: <name> ---`` while the whole text
+    stays within ``max_chars``; the first log that does not fit stops the taking (order is
+    kept, so a newer log is never consolidated before an older one). Blank logs are
+    consumed silently. To guarantee progress the oldest log with text is always taken, even
+    when it alone exceeds the budget — otherwise one big log would block dreams forever.
+    """
+    parts: list[str] = []
+    memory = strip_footer(memory_text or "").strip()
+    included = bool(memory) and not is_scaffold(memory_text or "")
+    if included:
+        parts.append(f"{MEMORY_SEPARATOR}\n{memory}\n")
+    length = sum(len(p) for p in parts)
+    consumed: list[str] = []
+    taken_text = False
+    stop = len(logs)
+    for i, log in enumerate(logs):
+        body = log.text.strip()
+        if not body:
+            consumed.append(log.name)
+            continue
+        block = f"--- Session: {log.name} ---\n{body}\n"
+        grown = length + (1 if parts else 0) + len(block)
+        if taken_text and grown > max_chars:
+            stop = i
+            break
+        parts.append(block)
+        length = grown
+        consumed.append(log.name)
+        taken_text = True
+    waiting = tuple(log.name for log in logs[stop:])
+    if not taken_text:
+        return DreamInput("", (), tuple(log.name for log in logs), included)
+    return DreamInput("\n".join(parts), tuple(consumed), waiting, included)
+
+
+# ---------------------------------------------------------------------------- prompt
+
+
+def dream_prompt(now: datetime) -> str:
+    """The system prompt of the dream call (SPEC §8.4 step 2); ``now`` gives today's date."""
+    today = now.astimezone(UTC).date().isoformat()
+    return f"""\
+You maintain the long-term memory of one software project for coding agents.
+You are given the project's current MEMORY.md (under "{MEMORY_SEPARATOR}", when there is one)
+followed by recent session logs, oldest first, each under a "--- Session: <name> ---" line.
+A session log's name starts with the date it was written (YYYY-MM-DD). Today is {today} (UTC).
+
+Write the new, complete MEMORY.md:
+- Existing memory must be merged, not dropped: keep every item of the current MEMORY.md
+  unless a newer session contradicts or supersedes it. Keep its title line.
+- Merge related items into topic sections: one "## " section per self-contained topic.
+- Resolve contradictions by keeping the newest truth (later sessions win).
+- Turn relative dates ("yesterday", "last week") into absolute dates.
+- Drop greetings, tool noise, counts, "current state" and "next steps".
+- Keep decisions and their rationale, architecture, paths, APIs and tools, preferences,
+  and problem -> solution pairs.
+- Answer with the markdown document only: no commentary, no code fence around it.
+- If there is no existing memory and nothing is worth keeping, answer exactly NO_REPLY.
+"""
+
+
+# ---------------------------------------------------------------------------- answers
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerCheck:
+    """The verdict on a model answer; ``text`` is the cleaned document when ``ok``."""
+
+    outcome: AnswerOutcome
+    text: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == "ok"
+
+
+def is_no_reply(text: str) -> bool:
+    """True for ``NO_REPLY`` in any spelling (``no reply``, ``No-Reply``, ``noreply``, padded)."""
+    return _NO_REPLY_CHARS.sub("", text).lower() == "noreply"
+
+
+def _unfence(text: str) -> str:
+    lines = text.strip().split("\n")
+    if len(lines) >= 2 and _FENCE.match(lines[0]) and lines[-1].strip() in ("```", "~~~"):
+        return "\n".join(lines[1:-1])
+    return text
+
+
+def check_answer(answer: str) -> AnswerCheck:
+    """Validate a dream answer (SPEC §8.4 step 3).
+
+    Empty → ``empty``; ``NO_REPLY`` in any spelling → ``no_reply``; no ``# `` or ``## ``
+    heading line → ``no_heading``. Otherwise ``ok`` with the text trimmed, one code fence
+    around the whole answer removed and any dream footer the model echoed dropped.
+    """
+    text = answer.replace("\r\n", "\n").strip()
+    if not text:
+        return AnswerCheck("empty")
+    if is_no_reply(text):
+        return AnswerCheck("no_reply")
+    text = strip_footer(_unfence(text)).strip()
+    if not text:
+        return AnswerCheck("empty")
+    if is_no_reply(text):
+        return AnswerCheck("no_reply")
+    if not _HEADING_LINE.search(text):
+        return AnswerCheck("no_heading")
+    return AnswerCheck("ok", text)
+
+
+# ---------------------------------------------------------------------------- loss check
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """A markdown section: its heading level (0 = text before any heading), heading, body."""
+
+    level: int
+    heading: str
+    body: str
+
+
+def split_sections(text: str) -> list[Section]:
+    """``text`` cut at every heading line (``#`` … ``######``) outside code fences."""
+    sections: list[Section] = []
+    level, heading, body = 0, "", []
+    fence: str | None = None
+    for line in text.split("\n"):
+        opener = _FENCE.match(line)
+        if fence is not None:
+            if opener and opener.group(1) == fence:
+                fence = None
+            body.append(line)
+            continue
+        if opener:
+            fence = opener.group(1)
+            body.append(line)
+            continue
+        match = _ANY_HEADING.match(line)
+        if match:
+            if level or "".join(body).strip():
+                sections.append(Section(level, heading, "\n".join(body).strip()))
+            level, heading, body = len(match.group(1)), match.group(2).strip(), []
+        else:
+            body.append(line)
+    if level or "".join(body).strip():
+        sections.append(Section(level, heading, "\n".join(body).strip()))
+    return sections
+
+
+def normalize_heading(heading: str) -> str:
+    """A heading compared loosely: NFKC, lowercase, punctuation and emphasis dropped."""
+    text = unicodedata.normalize("NFKC", heading).lower()
+    return " ".join(_WORD.findall(text))
+
+
+def content_tokens(text: str) -> frozenset[str]:
+    """Distinct content words (3+ chars, not stop words) and CJK character bigrams."""
+    lowered = unicodedata.normalize("NFKC", text).lower()
+    tokens: set[str] = set()
+    for run in _CJK.findall(lowered):
+        tokens.update(run[i : i + 2] for i in range(max(1, len(run) - 1)))
+    for word in _WORD.findall(_CJK.sub(" ", lowered)):
+        if len(word) >= 3 and word not in _STOP_WORDS:
+            tokens.add(word)
+    return frozenset(tokens)
+
+
+@dataclass(frozen=True, slots=True)
+class LossReport:
+    """How many of the old ``##`` sections the answer keeps, and which it loses."""
+
+    total: int
+    lost: tuple[str, ...]
+    max_loss_fraction: float
+
+    @property
+    def fraction(self) -> float:
+        return len(self.lost) / self.total if self.total else 0.0
+
+    @property
+    def refused(self) -> bool:
+        return self.fraction > self.max_loss_fraction
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "sections": self.total,
+            "lost": list(self.lost),
+            "lost_fraction": round(self.fraction, 3),
+            "max_loss_fraction": self.max_loss_fraction,
+        }
+
+
+def _has_counterpart(old: Section, new: Sequence[Section], new_doc: frozenset[str]) -> bool:
+    wanted = normalize_heading(old.heading)
+    if wanted and any(normalize_heading(s.heading) == wanted for s in new if s.level):
+        return True
+    tokens = content_tokens(f"{old.heading}\n{old.body}")
+    if not tokens:
+        return True
+    for section in new:
+        shared = tokens & content_tokens(f"{section.heading}\n{section.body}")
+        if len(shared) >= SECTION_OVERLAP * len(tokens):
+            return True
+    return len(tokens & new_doc) >= DOCUMENT_OVERLAP * len(tokens)
+
+
+def check_loss(old_text: str | None, new_text: str, max_loss_fraction: float) -> LossReport:
+    """Compare the old ``MEMORY.md`` with an answer by the counterpart rule (module doc).
+
+    Only the old file's ``##`` sections count; a file without any (or none) loses nothing.
+    """
+    old = [s for s in split_sections(strip_footer(old_text or "")) if s.level == 2]
+    new = split_sections(new_text)
+    new_doc = content_tokens(new_text)
+    lost = tuple(s.heading for s in old if not _has_counterpart(s, new, new_doc))
+    return LossReport(len(old), lost, max_loss_fraction)
+
+
+# ---------------------------------------------------------------------------- footer
+
+
+def footer(consumed: Sequence[str], now: datetime) -> str:
+    """``<!-- dream <UTC time> consumed: a.md, b.md -->`` (``--`` in names made safe)."""
+    when = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    names = ", ".join(name.replace("--", "-\u2010") for name in consumed) or "none"
+    return f"<!-- dream {when} consumed: {names} -->"
+
+
+def with_footer(text: str, consumed: Sequence[str], now: datetime) -> str:
+    """The new ``MEMORY.md``: ``text`` (old footers dropped), a blank line, the footer."""
+    return f"{strip_footer(text).rstrip()}\n\n{footer(consumed, now)}\n"
+
+
+# ---------------------------------------------------------------------------- journal
+
+
+def last_undoable(entries: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The newest ``written`` journal entry that no later ``undone`` entry names by ``id``."""
+    items: list[dict[str, Any]] = [dict(e) for e in entries]
+    undone = {e.get("undoes") for e in items if e.get("outcome") == "undone"}
+    for entry in items[::-1]:
+        if entry.get("outcome") == "written" and entry.get("id") not in undone:
+            return entry
+    return None
