@@ -17,8 +17,10 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -68,7 +70,7 @@ def wait_for_socket(socket: Path, proc: subprocess.Popen[bytes] | None = None) -
         time.sleep(0.05)
 
 
-def stop_process(proc: subprocess.Popen[bytes]) -> None:
+def stop_process(proc: subprocess.Popen[Any]) -> None:
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -78,8 +80,8 @@ def stop_process(proc: subprocess.Popen[bytes]) -> None:
             proc.wait(timeout=5)
 
 
-@pytest.fixture(scope="module")
-def live_daemon() -> Iterator[LiveDaemon]:
+@contextmanager
+def running_daemon() -> Iterator[LiveDaemon]:
     """A daemon subprocess serving a fresh MEMORYD_HOME, and an empty project directory."""
     base = Path(tempfile.mkdtemp(prefix="mdcli-", dir="/tmp"))
     home, project = base / "home", base / "project"
@@ -99,6 +101,12 @@ def live_daemon() -> Iterator[LiveDaemon]:
     finally:
         stop_process(proc)
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def live_daemon() -> Iterator[LiveDaemon]:
+    with running_daemon() as daemon:
+        yield daemon
 
 
 @pytest.fixture
