@@ -257,12 +257,12 @@ class Supervisor:
         out: list[dict[str, Any]] = []
         for key, slot in sorted(self.slots.items()):
             actor = slot.actor
-            if actor is not None and actor.ready:
+            if actor is not None and actor.ready and not slot.stopping:
                 entry = await actor.status()
-                if slot.stopping:
-                    entry["state"] = "stopping"
             else:
-                if actor is not None:
+                if slot.stopping:
+                    state = "stopping"
+                elif actor is not None:
                     state = "starting"
                 elif slot.failures:
                     state = "failed"
