@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -25,6 +26,7 @@ from typing import Any
 import pytest
 
 from memoryd.cli import main
+from memoryd.cli_memory import progress_bar
 from memoryd.client import Client
 from memoryd.errors import MemorydError
 from memoryd.store.layout import resolve_workspace
@@ -81,8 +83,11 @@ def stop_process(proc: subprocess.Popen[Any]) -> None:
 
 
 @contextmanager
-def running_daemon() -> Iterator[LiveDaemon]:
-    """A daemon subprocess serving a fresh MEMORYD_HOME, and an empty project directory."""
+def running_daemon(**env: str) -> Iterator[LiveDaemon]:
+    """A daemon subprocess serving a fresh MEMORYD_HOME, and an empty project directory.
+
+    ``env`` adds environment variables (``MEMORYD_EMBEDDING_PROVIDER="hash"`` …).
+    """
     base = Path(tempfile.mkdtemp(prefix="mdcli-", dir="/tmp"))
     home, project = base / "home", base / "project"
     home.mkdir()
@@ -90,7 +95,7 @@ def running_daemon() -> Iterator[LiveDaemon]:
     with (base / "daemon.log").open("wb") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "memoryd", "serve", "--foreground"],
-            env=daemon_env(home),
+            env={**daemon_env(home), **env},
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -105,7 +110,9 @@ def running_daemon() -> Iterator[LiveDaemon]:
 
 @pytest.fixture(scope="module")
 def live_daemon() -> Iterator[LiveDaemon]:
-    with running_daemon() as daemon:
+    # The hash provider (deterministic, offline) gives vectors, so search is hybrid and
+    # `reindex --embeddings` has vectors to rebuild.
+    with running_daemon(MEMORYD_EMBEDDING_PROVIDER="hash") as daemon:
         yield daemon
 
 
@@ -251,6 +258,30 @@ def test_reindex_prints_counts(live: LiveDaemon, capsys: pytest.CaptureFixture[s
     words = first.split()
     assert int(words[1]) >= 2  # the global and the workspace MEMORY.md
     assert "changed" in first and "chunk(s) added" in first
+
+
+def test_reindex_embeddings_rebuilds_every_vector_with_a_progress_bar(
+    live: LiveDaemon, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ws = str(live.project)
+    assert run(capsys, "remember", "Vectors for everyone", "-w", ws)[0] == 0
+
+    code, out, err = run(capsys, "reindex", "--embeddings", "-w", ws)
+
+    assert code == 0, err
+    assert out.startswith("reindexed ")
+    assert re.search(r"vectors \[#{30}\] (\d+)/\1 \(100%\)\n$", err), err
+    code, out, _ = run(capsys, "status", "--json")
+    actor = next(a for a in json.loads(out)["actors"] if a["workspace"] == ws)
+    assert actor["index"]["vectors_pending"] == 0
+    assert actor["index"]["embedding_model"]
+
+
+def test_progress_bar() -> None:
+    assert progress_bar(0, 4, width=8) == "[........] 0/4 (0%)"
+    assert progress_bar(1, 4, width=8) == "[##......] 1/4 (25%)"
+    assert progress_bar(4, 4, width=8) == "[########] 4/4 (100%)"
+    assert progress_bar(0, 0, width=4) == "[####] 0/0 (100%)"
 
 
 @pytest.mark.parametrize(
