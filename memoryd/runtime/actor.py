@@ -116,7 +116,10 @@ class WorkspaceActor:
                 debounce_ms=self.config.index.watch_debounce_ms,
                 task_status=started,
             )
-        except WatcherUnavailable as exc:
+        except (WatcherUnavailable, ExceptionGroup) as raised:
+            exc = _watcher_failure(raised)
+            if exc is None:
+                raise
             self.watcher, self.watcher_error = "polling", str(exc)
             self.log.warning("watcher.unavailable", error=str(exc), fallback="polling")
             if not started.done:
@@ -213,6 +216,21 @@ class WorkspaceActor:
             "last_search": self.last_search,
             "index": stats,
         }
+
+
+def _watcher_failure(exc: BaseException) -> WatcherUnavailable | None:
+    """The watcher failure ``exc`` stands for, if it is one (or a group of nothing else).
+
+    Both watches of an actor (its directory and the root) may fail at once, e.g. when the OS
+    refuses every new watch; that arrives as a group of two WatcherUnavailable.
+    """
+    if isinstance(exc, WatcherUnavailable):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        leaves = [_watcher_failure(e) for e in exc.exceptions]
+        if leaves and all(leaf is not None for leaf in leaves):
+            return leaves[0]
+    return None
 
 
 class _Started:

@@ -57,9 +57,9 @@ class Slot:
 
 
 def describe(exc: BaseException) -> str:
-    """``Type: message`` of an error, looking inside task-group exception groups."""
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
+    """``Type: message`` of an error; the errors inside task-group exception groups."""
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(describe(e) for e in exc.exceptions)
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 

@@ -40,6 +40,9 @@ from memoryd.errors import MemorydError
 from memoryd.runtime.main import Daemon
 from memoryd.store import configfile
 
+#: The daemons under test search FTS-only unless a test configures ``[embedding]`` itself:
+#: the default (``auto``) may load a local model, slow and beside the point here.
+NO_EMBEDDINGS = '[embedding]\nprovider = "none"\n'
 STOP_TIMEOUT = 15.0
 START_TIMEOUT = 20.0
 
@@ -135,12 +138,13 @@ async def in_process_daemon(
 ) -> AsyncIterator[RunningDaemon]:
     """Run a daemon in this event loop (MEMORYD_HOME must be set, see :func:`home`).
 
-    ``config`` is written to ``$MEMORYD_HOME/config.toml`` first; ``options`` go to
+    ``config`` is written to ``$MEMORYD_HOME/config.toml`` first (with :data:`NO_EMBEDDINGS`
+    unless it has an ``[embedding]`` section); ``options`` go to
     :class:`~memoryd.runtime.main.Daemon` (test seams such as ``watch`` or ``backoff``).
     """
     home = Path(os.environ["MEMORYD_HOME"])
-    if config is not None:
-        write_config(home, config)
+    config = config or ""
+    write_config(home, config if "[embedding]" in config else config + NO_EMBEDDINGS)
     loaded = configfile.load(None, flags)
     daemon = Daemon(loaded, flags=flags, loop=loop, **options)
     stop, done = anyio.Event(), anyio.Event()
@@ -225,6 +229,7 @@ class DaemonProcess:
         """Start the process without waiting for it."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
         env.update({"MEMORYD_HOME": str(self.home), "PYTHONUNBUFFERED": "1"})
+        env["MEMORYD_EMBEDDING_PROVIDER"] = "none"  # see NO_EMBEDDINGS
         env.pop("NOTIFY_SOCKET", None)
         env.update(self.env)
         with (
