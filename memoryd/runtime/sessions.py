@@ -1,0 +1,605 @@
+"""The working sessions of one workspace: transcripts, flushes, idle timers, summaries (SPEC §7).
+
+:class:`SessionManager` is owned by the workspace's actor (``await tg.start(manager.run)``).
+For each open session it keeps the transcript in memory **and** in the session's journal
+(``sessions/.live/<sid>.jsonl``), written and fsynced before an append is acknowledged, so a
+crash loses nothing: :meth:`SessionManager.run` recovers every journal at start.
+
+A **flush** is one model call over the session's recent messages whose checked answer is
+appended to today's session log (``sessions/YYYY-MM-DD-<slug>-<sid8>.md``) under a
+``<!-- flush … -->`` mark and reindexed at once. Triggers: ``manual`` (:meth:`flush`),
+``pre_compaction`` (:meth:`usage`, at most once per compaction count) and ``idle`` (a timer
+per session, ``flush.idle_timeout_secs`` after the last message, only when messages arrived
+since the last flush). At most one flush per session runs at a time; the model is awaited
+with no file or database transaction open. ``flush.enabled = false`` turns the automatic
+triggers off; an explicit ``session.flush`` still runs.
+
+:meth:`close` appends the model-free summary (not for sub-agent sessions) and removes the
+journal.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any, Literal, TypeVar, assert_never
+
+import anyio
+import anyio.abc
+import structlog
+
+from memoryd.core.config import Config
+from memoryd.core.flushing import (
+    Message,
+    Trigger,
+    check_flush_answer,
+    first_flush_of_compaction,
+    first_user_message,
+    flush_prompt,
+    flush_section,
+    flush_window,
+    pre_compaction_due,
+    session_summary,
+)
+from memoryd.core.ranking import cosine_from_l2
+from memoryd.core.workspace import session_id_prefix, session_log_name
+from memoryd.errors import Busy, InvalidParams, MemorydError, ModelError, ModelNotConfigured
+from memoryd.errors import NotFound as SessionNotFound
+from memoryd.providers.embeddings import normalize
+from memoryd.providers.llm import ChatModel
+from memoryd.runtime.memory import WorkspaceMemory, file_lock
+from memoryd.store.files import append_section
+from memoryd.store.journal import FlushState, Journal, JournalHeader, load_all
+from memoryd.store.layout import memory_relpath
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+FlushOutcome = Literal["written", "nothing_to_store", "rejected", "duplicate"]
+
+MAX_SESSION_ID_CHARS = 256
+#: How many nearest chunks the dedupe check compares a flush with.
+DEDUPE_NEIGHBOURS = 5
+
+
+@dataclass(eq=False)
+class _Session:
+    session_id: str
+    subagent: bool
+    opened_at: float
+    journal: Journal
+    messages: list[Message] = field(default_factory=list)
+    last_activity: float | None = None
+    flush: FlushState = field(default_factory=FlushState)
+    log_names: dict[str, str] = field(default_factory=dict)
+    usage: dict[str, Any] | None = None
+    flush_lock: anyio.Lock = field(default_factory=anyio.Lock)
+    write_lock: anyio.Lock = field(default_factory=anyio.Lock)
+    idle_scope: anyio.CancelScope | None = None
+    idle_due: float | None = None
+    closing: bool = False
+
+    @property
+    def unflushed(self) -> int:
+        return max(0, len(self.messages) - self.flush.flushed_through)
+
+
+def check_session_id(session_id: object) -> str:
+    """``session_id`` if it is a usable id (a non-empty string of at most 256 characters)."""
+    if not isinstance(session_id, str) or not session_id.strip():
+        raise InvalidParams("session_id must be a non-empty string", param="session_id")
+    if len(session_id) > MAX_SESSION_ID_CHARS or "\x00" in session_id:
+        raise InvalidParams(
+            f"session_id must be at most {MAX_SESSION_ID_CHARS} characters without NUL",
+            param="session_id",
+        )
+    session_id_prefix(session_id)
+    return session_id
+
+
+class SessionManager:
+    """The open sessions of one workspace (see the module docstring).
+
+    ``clock`` gives wall-clock epoch seconds for timestamps, dates and status; idle timers
+    sleep on the event loop's own clock. ``on_write`` is called with each session log the
+    manager wrote (the actor wakes its embedder with it).
+    """
+
+    def __init__(
+        self,
+        memory: WorkspaceMemory,
+        config: Config,
+        model: ChatModel | None,
+        *,
+        clock: Callable[[], float] = time.time,
+        on_write: Callable[[Path], None] | None = None,
+    ) -> None:
+        self.memory = memory
+        self.workspace = memory.workspace
+        self.config = config
+        self.model = model
+        self.clock = clock
+        self.on_write = on_write
+        self._sessions: dict[str, _Session] = {}
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._open_lock = anyio.Lock()
+        self.log = log.bind(workspace=memory.workspace.key.dirname)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Recover the sessions left open in journals, then own the idle timers until
+        cancelled. Journals stay on disk when it stops; the next start recovers them."""
+        try:
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                await self.recover()
+                task_status.started()
+                await anyio.sleep_forever()
+        finally:
+            self._tg = None
+            sessions, self._sessions = list(self._sessions.values()), {}
+            for s in sessions:
+                s.journal.close()
+
+    async def recover(self) -> list[str]:
+        """Reopen every session whose journal is in ``sessions/.live``; returns their ids."""
+        states = await anyio.to_thread.run_sync(load_all, self.workspace.live_dir)
+        recovered: list[str] = []
+        for state in states:
+            sid = state.header.session_id
+            if sid in self._sessions:
+                continue
+            if state.closed:  # closed, but the journal's removal was lost
+                await anyio.to_thread.run_sync(Journal(self.workspace.live_dir, sid).remove)
+                continue
+            try:
+                await self._open(sid, state.header.subagent)
+            except MemorydError as exc:
+                self.log.error("session.recover_failed", session_id=sid, error=str(exc))
+                continue
+            if sid in self._sessions:
+                recovered.append(sid)
+        if recovered:
+            self.log.info("session.recovered", sessions=len(recovered))
+        return recovered
+
+    def set_config(self, config: Config) -> None:
+        """Take a reloaded configuration (applies to the next flush and timer)."""
+        self.config = config
+
+    def set_model(self, model: ChatModel | None) -> None:
+        self.model = model
+
+    @property
+    def session_ids(self) -> list[str]:
+        return list(self._sessions)
+
+    def has(self, session_id: str) -> bool:
+        return session_id in self._sessions
+
+    # ------------------------------------------------------------------ plumbing
+
+    async def _db(self, fn: Callable[..., T], *args: Any) -> T:
+        # One DB phase in the memory's index thread (see WorkspaceMemory._run).
+        return await self.memory._run(fn, *args)
+
+    def _get(self, session_id: str) -> _Session:
+        s = self._sessions.get(session_id)
+        if s is None or s.closing:
+            raise SessionNotFound(
+                f"no open session {session_id!r} in workspace {self.workspace.key.dirname}",
+                session_id=session_id,
+            )
+        return s
+
+    def _now(self) -> datetime:
+        return datetime.fromtimestamp(self.clock(), UTC)
+
+    def _log_name(self, s: _Session, day: date) -> str:
+        known = s.log_names.get(day.isoformat())
+        return known or session_log_name(day, first_user_message(s.messages), s.session_id)
+
+    def _rel(self, path: Path) -> str:
+        return memory_relpath(self.memory.root, path)
+
+    async def _journal(self, s: _Session, fn: Callable[..., None], *args: Any) -> None:
+        """One journal write, in order with the session's other writes, never half-done
+        by a cancelled request."""
+        with anyio.CancelScope(shield=True):
+            async with s.write_lock:
+                await anyio.to_thread.run_sync(fn, *args)
+
+    # ------------------------------------------------------------------ open / append
+
+    async def open(self, session_id: str, subagent: bool = False) -> dict[str, Any]:
+        """Open (or resume) a session; a session with a journal is recovered from it.
+
+        Returns ``{session_id, log_path, messages, resumed}``: ``log_path`` is today's log
+        (relative to the memory root; it exists once something is written), ``resumed`` says
+        the session was already open or recovered from its journal.
+        """
+        check_session_id(session_id)
+        if not isinstance(subagent, bool):
+            raise InvalidParams("subagent must be a boolean", param="subagent")
+        existing = self._sessions.get(session_id)
+        resumed = existing is not None and not existing.closing
+        if not resumed:
+            resumed = await self._open(session_id, subagent)
+        s = self._get(session_id)
+        path = self.workspace.sessions_dir / self._log_name(s, self._now().date())
+        return {
+            "session_id": session_id,
+            "log_path": self._rel(path),
+            "messages": len(s.messages),
+            "resumed": resumed,
+        }
+
+    async def _open(self, session_id: str, subagent: bool) -> bool:
+        """Open ``session_id`` from its journal or anew; True when recovered."""
+        async with self._open_lock:
+            if session_id in self._sessions and not self._sessions[session_id].closing:
+                return True  # opened concurrently meanwhile
+            return await self._open_locked(session_id, subagent)
+
+    async def _open_locked(self, session_id: str, subagent: bool) -> bool:
+        if session_id in self._sessions:
+            raise Busy(f"session {session_id!r} is closing; try again", session_id=session_id)
+        journal = Journal(self.workspace.live_dir, session_id)
+        now = self.clock()
+        header = JournalHeader(str(self.workspace.path), session_id, subagent, now)
+        state = await anyio.to_thread.run_sync(journal.open, header)
+        if state is not None and state.closed:
+            # The last close wrote its summary but died before removing the journal.
+            await anyio.to_thread.run_sync(journal.remove)
+            state = await anyio.to_thread.run_sync(journal.open, header)
+        if state is None:
+            s = _Session(session_id, subagent, now, journal)
+        else:
+            s = _Session(
+                session_id,
+                state.header.subagent,
+                state.header.opened_at,
+                journal,
+                messages=[m.message for m in state.messages],
+                last_activity=state.messages[-1].at if state.messages else None,
+                flush=state.flush,
+                log_names=dict(state.log_names),
+            )
+        self._sessions[session_id] = s
+        self.log.info(
+            "session.open",
+            session_id=session_id,
+            subagent=s.subagent,
+            recovered=state is not None,
+            messages=len(s.messages),
+        )
+        if s.unflushed:
+            self._arm_idle(s)
+        return state is not None
+
+    async def append(self, session_id: str, messages: Sequence[Message]) -> dict[str, Any]:
+        """Append messages in order: to the journal (on disk before this returns), then to
+        the transcript in memory. Resets the session's idle timer. Returns ``{count}``: the
+        session's message count."""
+        s = self._get(session_id)
+        batch = list(messages)
+        if batch:
+            self._disarm_idle(s)  # no idle flush while a message is being written
+            try:
+                now = self.clock()
+                with anyio.CancelScope(shield=True):
+                    async with s.write_lock:
+                        await anyio.to_thread.run_sync(s.journal.append_messages, batch, now)
+                        s.messages.extend(batch)
+                        s.last_activity = now
+            finally:
+                self._arm_idle(s)
+        return {"count": len(s.messages)}
+
+    # ------------------------------------------------------------------ triggers
+
+    def _auto_flush_possible(self) -> bool:
+        return self.config.flush.enabled and self.model is not None
+
+    async def usage(
+        self,
+        session_id: str,
+        tokens: int,
+        context_window: int,
+        threshold_percent: float,
+        compaction_count: int,
+    ) -> dict[str, Any]:
+        """A token-usage report. Runs a ``pre_compaction`` flush when ``tokens ≥
+        window·threshold% − flush.soft_threshold_tokens``, at most once per compaction
+        count, and waits for it. Returns ``{flushed}`` (a flush ran) plus its ``outcome``
+        and ``path``, or ``error`` when the model failed."""
+        s = self._get(session_id)
+        if isinstance(compaction_count, bool) or compaction_count < 0:
+            raise InvalidParams("compaction_count must not be negative", param="compaction_count")
+        due = pre_compaction_due(
+            tokens, context_window, threshold_percent, self.config.flush.soft_threshold_tokens
+        )
+        s.usage = {
+            "tokens": tokens,
+            "context_window": context_window,
+            "threshold_percent": threshold_percent,
+            "compaction_count": compaction_count,
+            "at": self.clock(),
+        }
+        if not due or not self._auto_flush_possible():
+            return {"flushed": False}
+        if not first_flush_of_compaction(s.flush.compaction_count, compaction_count):
+            return {"flushed": False}
+        # Claimed before any await: a concurrent report for this count does not flush again.
+        s.flush = dataclasses.replace(s.flush, compaction_count=compaction_count)
+        try:
+            result = await self._flush(s, "pre_compaction")
+        except MemorydError as exc:
+            return {"flushed": False, "error": str(exc), "code": exc.code}
+        return {"flushed": True, **result}
+
+    def _disarm_idle(self, s: _Session) -> None:
+        if s.idle_scope is not None:
+            s.idle_scope.cancel()
+        s.idle_scope, s.idle_due = None, None
+
+    def _arm_idle(self, s: _Session) -> None:
+        """(Re)start the session's idle timer, or stop it when no idle flush is due."""
+        self._disarm_idle(s)
+        timeout = self.config.flush.idle_timeout_secs
+        if timeout <= 0 or self._tg is None or s.closing or not s.unflushed:
+            return
+        if not self._auto_flush_possible():
+            return
+        scope = anyio.CancelScope()
+        s.idle_scope, s.idle_due = scope, self.clock() + timeout
+        self._tg.start_soon(self._idle_timer, s, scope, float(timeout))
+
+    async def _idle_timer(self, s: _Session, scope: anyio.CancelScope, delay: float) -> None:
+        with scope:
+            await anyio.sleep(delay)
+        if scope.cancel_called:
+            return  # a newer message (or close) replaced this timer
+        if s.idle_scope is scope:
+            s.idle_scope, s.idle_due = None, None
+        if s.closing or self._sessions.get(s.session_id) is not s:
+            return
+        if not s.unflushed or s.flush_lock.locked() or not self._auto_flush_possible():
+            return
+        try:
+            await self._flush(s, "idle")
+        except MemorydError as exc:
+            self.log.warning(
+                "flush.failed", session_id=s.session_id, trigger="idle", error=str(exc)
+            )
+
+    # ------------------------------------------------------------------ flush
+
+    async def flush(self, session_id: str, trigger: Trigger = "manual") -> dict[str, Any]:
+        """Flush a session now. Returns ``{outcome, path?}``; ``path`` (relative to the
+        memory root) when written. Raises :class:`ModelNotConfigured` without a model and
+        :class:`Busy` while another flush of the session runs."""
+        s = self._get(session_id)
+        if self.model is None:
+            raise ModelNotConfigured(
+                "no chat model is configured: set llm.base_url and llm.model to flush sessions"
+            )
+        if s.flush_lock.locked():
+            raise Busy(
+                f"a flush of session {session_id!r} is already running", session_id=session_id
+            )
+        return await self._flush(s, trigger)
+
+    async def _flush(self, s: _Session, trigger: Trigger) -> dict[str, Any]:
+        """Run one flush under the session's flush lock and record its outcome."""
+        async with s.flush_lock:
+            started = time.perf_counter()
+            count = len(s.messages)
+            try:
+                outcome, path, text = await self._attempt(s, trigger, count)
+            except MemorydError as exc:
+                failed = dataclasses.replace(
+                    s.flush,
+                    last_at=self.clock(),
+                    last_outcome="error",
+                    last_trigger=trigger,
+                    last_error=str(exc),
+                )
+                await self._record(s, failed)
+                self.log.warning(
+                    "flush",
+                    session_id=s.session_id,
+                    trigger=trigger,
+                    outcome="error",
+                    error=str(exc),
+                )
+                raise
+            done = FlushState(
+                last_text=text if text is not None else s.flush.last_text,
+                last_at=self.clock(),
+                last_outcome=outcome,
+                last_trigger=trigger,
+                compaction_count=s.flush.compaction_count,
+                flushed_through=count,
+            )
+            await self._record(s, done)
+            self.log.info(
+                "flush",
+                session_id=s.session_id,
+                trigger=trigger,
+                outcome=outcome,
+                messages=count,
+                chars=len(text or ""),
+                took_ms=round((time.perf_counter() - started) * 1000, 3),
+            )
+        return {"outcome": outcome, "path": self._rel(path)} if path else {"outcome": outcome}
+
+    async def _attempt(
+        self, s: _Session, trigger: Trigger, count: int
+    ) -> tuple[FlushOutcome, Path | None, str | None]:
+        """Ask, check, dedupe, write: ``(outcome, written path, stored text)``."""
+        answer = await self._ask(s, trigger, count)
+        if answer is None:
+            return "nothing_to_store", None, None
+        verdict = check_flush_answer(answer, self.config.flush.max_write_chars)
+        match verdict.outcome:
+            case "nothing":
+                return "nothing_to_store", None, None
+            case "rejected":
+                return "rejected", None, None
+            case "store":
+                if await self._is_duplicate(verdict.text):
+                    return "duplicate", None, None
+                section = flush_section(verdict.text, self._now(), trigger)
+                return "written", await self._write(s, section), verdict.text
+            case other:
+                assert_never(other)
+
+    async def _ask(self, s: _Session, trigger: Trigger, count: int) -> str | None:
+        """The model's answer for the session's window, or None when there is nothing to
+        ask about (no messages; for automatic triggers, nothing new since the last flush)."""
+        model = self.model
+        if model is None:
+            raise ModelNotConfigured(
+                "no chat model is configured: set llm.base_url and llm.model to flush sessions"
+            )
+        if trigger != "manual" and count <= s.flush.flushed_through:
+            return None
+        window = flush_window(s.messages[:count])
+        if not window:
+            return None
+        system, user = flush_prompt(window, s.flush.last_text)
+        try:
+            return await model.complete(system, user)
+        except MemorydError:
+            raise
+        except Exception as exc:  # any other model failure reaches clients as a ModelError
+            raise ModelError(f"chat model {model.model_id!r} failed: {exc!r}") from exc
+
+    async def _record(self, s: _Session, state: FlushState) -> None:
+        s.flush = state
+        await self._journal(s, s.journal.record_flush, state)
+
+    async def _is_duplicate(self, text: str) -> bool:
+        """True when an indexed chunk's vector has cosine > ``flush.dedupe_threshold`` with
+        the flush text's embedding. Without embeddings (or when they fail) nothing is a
+        duplicate."""
+        similarity = await self.nearest_similarity(text)
+        return similarity is not None and similarity > self.config.flush.dedupe_threshold
+
+    async def nearest_similarity(self, text: str) -> float | None:
+        """The highest cosine similarity between ``text``'s embedding and the indexed chunk
+        vectors, or None without a usable embedding provider.
+
+        Chunks still lacking vectors get one batch embedded first (newest first, so the
+        session's own recent flushes count). Stored vectors and the query are unit vectors,
+        so ``1 − d²/2`` of sqlite-vec's L2 distance is their exact cosine.
+        """
+        memory = self.memory
+        provider = memory.provider
+        if provider is None or memory.index.vec_dims is None:
+            return None
+        try:
+            await memory.embed_pending()
+            with anyio.fail_after(self.config.embedding.timeout_secs):
+                vectors = await provider.embed([text])
+            if len(vectors) != 1 or len(vectors[0]) != provider.dims:
+                raise ValueError("the provider answered the wrong number or size of vectors")
+            hits = await self._db(memory.index.knn, normalize(vectors[0]), DEDUPE_NEIGHBOURS)
+        except Exception as exc:  # noqa: BLE001 - dedupe is best effort: write rather than lose
+            self.log.warning("flush.dedupe_failed", error=f"{type(exc).__name__}: {exc}")
+            return None
+        return max((cosine_from_l2(distance) for _, distance in hits), default=0.0)
+
+    async def _write(self, s: _Session, section: str) -> Path:
+        """Append ``section`` to the session's log for today (UTC) and reindex it at once."""
+        day = self._now().date()
+        name = self._log_name(s, day)
+        if day.isoformat() not in s.log_names:
+            s.log_names[day.isoformat()] = name
+            await self._journal(s, s.journal.record_log, day.isoformat(), name)
+        path = self.workspace.sessions_dir / name
+
+        def write() -> None:
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            append_section(path, section)
+
+        async with file_lock(path):
+            await anyio.to_thread.run_sync(write)
+        await self._db(self.memory.index.sync_paths, [path])
+        if self.on_write is not None:
+            self.on_write(path)
+        return path
+
+    # ------------------------------------------------------------------ close / status
+
+    async def close(self, session_id: str) -> dict[str, Any]:
+        """End a session: wait for a running flush, append the model-free summary when due
+        (never for sub-agent sessions), then remove the journal. Returns
+        ``{summary_written, messages, path?}``."""
+        s = self._get(session_id)
+        s.closing = True
+        self._disarm_idle(s)
+        try:
+            async with s.flush_lock:
+                path: Path | None = None
+                summary = None if s.subagent else session_summary(s.messages, self._now())
+                if summary is not None:
+                    path = await self._write(s, summary)
+                await self._journal(s, s.journal.record_closed, summary is not None)
+                await self._journal(s, s.journal.remove)
+        except BaseException:
+            s.closing = False
+            self._arm_idle(s)
+            raise
+        del self._sessions[session_id]
+        self.log.info(
+            "session.close",
+            session_id=session_id,
+            messages=len(s.messages),
+            summary_written=path is not None,
+        )
+        out: dict[str, Any] = {"summary_written": path is not None, "messages": len(s.messages)}
+        if path is not None:
+            out["path"] = self._rel(path)
+        return out
+
+    def status(self) -> list[dict[str, Any]]:
+        """Per open session: message count, last activity, next idle flush, last flush."""
+        out: list[dict[str, Any]] = []
+        today = self._now().date()
+        for s in self._sessions.values():
+            f = s.flush
+            out.append(
+                {
+                    "session_id": s.session_id,
+                    "subagent": s.subagent,
+                    "opened_at": s.opened_at,
+                    "messages": len(s.messages),
+                    "unflushed": s.unflushed,
+                    "last_activity": s.last_activity,
+                    "next_idle_flush": s.idle_due,
+                    "flushing": s.flush_lock.locked(),
+                    "closing": s.closing,
+                    "last_flush": (
+                        {
+                            "at": f.last_at,
+                            "outcome": f.last_outcome,
+                            "trigger": f.last_trigger,
+                            "error": f.last_error,
+                        }
+                        if f.last_outcome is not None
+                        else None
+                    ),
+                    "log_path": self._rel(self.workspace.sessions_dir / self._log_name(s, today)),
+                    "usage": s.usage,
+                }
+            )
+        return out
