@@ -88,9 +88,10 @@ class Daemon:
             loop=loop,
             config_file=str(loaded.config_file) if loaded.file_found else None,
         )
+        self.methods = build_methods(self.context)
         self.server = SocketServer(
             self.socket_path,
-            build_methods(self.context),
+            self.methods,
             max_request_bytes=self.config.daemon.max_request_bytes,
             stop_timeout=grace_secs,
         )

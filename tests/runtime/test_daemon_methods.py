@@ -287,3 +287,15 @@ async def test_memory_get_returns_one_based_line_windows(home: Path) -> None:
 
         past = await get(**{"from": 50, "lines": 5})
         assert past["text"] == "" and past["total_lines"] == 10
+
+
+@pytest.mark.parametrize(
+    "anyio_backend", [pytest.param(("asyncio", {"use_uvloop": True}), id="uvloop")]
+)
+async def test_status_reports_uvloop_when_the_daemon_runs_on_it(home: Path) -> None:
+    pytest.importorskip("uvloop")
+    ws = project(home, "app")
+    async with in_process_daemon(loop="uvloop") as d:
+        await remember(d, ws, "works the same on uvloop")
+        assert (await d.search(ws, "uvloop"))["results"] != []
+        assert (await d.status())["loop"] == "uvloop"
