@@ -5,7 +5,10 @@
 2. start the supervisor (actors start on first use);
 3. start the socket server; once it listens (the socket is ours, no other daemon runs), start
    the actors of ``daemon.workspaces`` and tell systemd ``READY=1``;
-4. serve until SIGTERM/SIGINT (or the ``stop`` event in tests). SIGHUP reloads the config;
+4. serve until SIGTERM/SIGINT (or the ``stop`` event in tests). SIGHUP reloads the config:
+   search, index, idle and log settings apply at once (the next search uses them); the
+   socket, memory root, request size limit and embedding provider need a restart, and a
+   reload that changes them says so in the log (``config.restart_needed``);
 5. stop gracefully: stop accepting, let in-flight requests finish within a deadline, stop
    the actors (each closes its index), remove the socket file. A second SIGINT skips the
    grace period.
@@ -97,6 +100,7 @@ class Daemon:
         )
         self._stopping = False
         self._scope: anyio.CancelScope | None = None
+        self._tg: anyio.abc.TaskGroup | None = None
 
     async def run(
         self,
@@ -109,7 +113,7 @@ class Daemon:
         configure_logging(self.config.daemon.log_level, self.config.daemon.log_format)
         await anyio.to_thread.run_sync(self._prepare_root)
         async with anyio.create_task_group() as tg:
-            self._scope = tg.cancel_scope
+            self._tg, self._scope = tg, tg.cancel_scope
             if handle_signals:  # before listening: a client may signal us as soon as it can connect
                 await tg.start(self._signals)
             if stop is not None:
@@ -187,10 +191,39 @@ class Daemon:
         except ConfigError as exc:
             log.error("config.reload_failed", error=str(exc), key=exc.key)
             return
+        restart = needs_restart(self.loaded, loaded)
         self.loaded, self.config = loaded, loaded.config
         configure_logging(self.config.daemon.log_level, self.config.daemon.log_format)
         self.supervisor.reload(self.config)
+        if self._tg is not None:  # workspaces newly listed in daemon.workspaces start now
+            self._tg.start_soon(self.supervisor.start_workspaces)
         log.info("config.reloaded", file=str(loaded.config_file) if loaded.file_found else None)
+        if restart:
+            log.warning("config.restart_needed", keys=restart)
+
+
+def needs_restart(old: configfile.Loaded, new: configfile.Loaded) -> list[str]:
+    """The changed settings a reload cannot apply to the running daemon."""
+    changed = [
+        name
+        for name, before, after in (
+            ("daemon.socket", old.paths.socket_path, new.paths.socket_path),
+            ("memory.root", old.paths.memory_root, new.paths.memory_root),
+            (
+                "daemon.max_request_bytes",
+                old.config.daemon.max_request_bytes,
+                new.config.daemon.max_request_bytes,
+            ),
+            ("embedding", old.config.embedding, new.config.embedding),
+            (
+                "index.watch_debounce_ms",
+                old.config.index.watch_debounce_ms,
+                new.config.index.watch_debounce_ms,
+            ),
+        )
+        if before != after
+    ]
+    return changed
 
 
 def serve(
@@ -214,7 +247,22 @@ def serve(
             backend_options=backend_options,
         )
     except BaseExceptionGroup as group:
-        errors = group.subgroup(MemorydError)
-        if errors is not None and len(errors.exceptions) == 1:
-            raise errors.exceptions[0] from None
+        error = _only_error(group)
+        if error is not None:
+            raise error from None
         raise
+
+
+def _only_error(group: BaseExceptionGroup[BaseException]) -> MemorydError | None:
+    """The one MemorydError inside (nested) task-group exception groups, if that is all."""
+    leaves: list[BaseException] = []
+    pending: list[BaseException] = [group]
+    while pending:
+        exc = pending.pop()
+        if isinstance(exc, BaseExceptionGroup):
+            pending.extend(exc.exceptions)
+        else:
+            leaves.append(exc)
+    if len(leaves) == 1 and isinstance(leaves[0], MemorydError):
+        return leaves[0]
+    return None

@@ -89,10 +89,13 @@ class Supervisor:
         self.slots: dict[str, Slot] = {}
         self._tg: anyio.abc.TaskGroup | None = None
 
-    def _default_actor(self, ws: Workspace, root: Path, config: Config) -> WorkspaceActor:
+    def _make_provider(self) -> None:
         if not self._provider_made:
-            self._provider = self.provider_factory(config)
+            self._provider = self.provider_factory(self.config)
             self._provider_made = True
+
+    def _default_actor(self, ws: Workspace, root: Path, config: Config) -> WorkspaceActor:
+        self._make_provider()
         return WorkspaceActor(ws, root, config, self._provider, watch=self.watch)
 
     @property
@@ -104,6 +107,7 @@ class Supervisor:
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
+        self._make_provider()  # a provider config that cannot work stops the daemon at start
         async with anyio.create_task_group() as tg:
             self._tg = tg
             tg.start_soon(self._reap_idle)

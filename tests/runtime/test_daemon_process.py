@@ -94,6 +94,25 @@ def test_sighup_reloads_the_configuration_without_a_restart(
     wait_for(lambda: "config.reload_failed" in [e["event"] for e in daemon.events()])
     assert found() == 2 and daemon.running
 
+    other_ws = project(home, "other")  # what a reload can start, it starts
+    write_config(
+        home,
+        f'[search]\nmin_score = 0.0\n[memory]\nroot = "{home}/elsewhere"\n'
+        f'[daemon]\nworkspaces = ["{other_ws}"]\n',
+    )
+    daemon.send(signal.SIGHUP)
+    restart = wait_for(
+        lambda: [e for e in daemon.events() if e["event"] == "config.restart_needed"]
+    )
+    assert restart[0]["keys"] == ["memory.root"]  # and it says what it cannot apply
+    assert found() == 2
+    wait_for(
+        lambda: (
+            [a["workspace"] for a in daemon.call("daemon.status")["actors"]]
+            == sorted([str(ws), str(other_ws)])
+        )
+    )
+
 
 HANGING_DAEMON = textwrap.dedent(
     """
@@ -205,3 +224,13 @@ def test_a_stale_socket_from_a_killed_daemon_is_replaced(home: Path, processes: 
     assert daemon.call("daemon.status")["pid"] == daemon.pid
     assert "server.stale_socket_replaced" in [e["event"] for e in daemon.events()]
     assert search(daemon, ws, "kill") != []  # the acknowledged write survived
+
+
+def test_a_provider_config_that_cannot_work_stops_serve_before_it_listens(
+    home: Path, processes: Processes
+) -> None:
+    daemon = processes(env={"MEMORYD_EMBEDDING_PROVIDER": "openai"}).spawn()
+    assert daemon.wait(20) == 1
+    message = daemon.stderr()
+    assert "embedding.base_url" in message and "Traceback" not in message
+    assert not daemon.socket.exists()
