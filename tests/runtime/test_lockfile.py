@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from memoryd.runtime import lockfile
+from memoryd.store import files
 from memoryd.runtime.lockfile import DreamLock, parse_pid, process_alive
 
 NOW = 1_750_000_000.0
@@ -148,7 +149,7 @@ def test_process_alive_says_dead_for_an_exited_pid(dead_pid: int) -> None:
 def test_write_then_reread_detects_a_lost_race(
     lock_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real_write = lockfile.atomic_write_text
+    real_write = files.atomic_write_text
 
     def racing_write(path: Path, text: str) -> None:
         real_write(path, text)

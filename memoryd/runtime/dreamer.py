@@ -1,0 +1,603 @@
+"""One dream of one workspace: gates, lock, model call, safe write, cleanup, undo (SPEC §8).
+
+:class:`Dreamer` runs SPEC §8.4 so that a failure at any point loses nothing:
+
+1. the gates (:func:`memoryd.core.dreaming.check_gates`); then the DreamLock, taken
+   **before** the model call (:mod:`memoryd.runtime.lockfile`);
+2. gather ``MEMORY.md`` and the session logs (oldest first, up to ``max_input_chars``) and
+   record the content hash of each;
+3. await the model with nothing open; an empty / ``NO_REPLY`` / heading-less answer, or one
+   that would lose most ``##`` sections, writes and deletes nothing (lock released, time
+   advanced);
+4. commit, under a short exclusive ``flock`` of the workspace directory (a real mutex between
+   processes, held only for file work, never across the model call): if ``MEMORY.md``
+   changed since step 2 (a person's edit, or another dream) or a consumed log is gone
+   (another dream consumed it), nothing is written and the lock is rolled back — this makes
+   two dreams on the same material safe. Otherwise the old file is copied into
+   ``.history/`` (the last ``keep_history`` kept) and the new one written atomically with its
+   footer; a write failure rolls the lock back and deletes nothing;
+5. delete the consumed logs that are unchanged since step 2 and older than
+   :data:`RECENT_SECS`; append one line to ``.history/dreams.jsonl``; release the lock;
+6. hand the deleted paths and ``MEMORY.md`` to the ``reindex`` callback (and list them in
+   :attr:`DreamResult.reindex_paths`).
+
+:meth:`Dreamer.undo` restores the ``MEMORY.md`` a dream replaced; :meth:`Dreamer.status`
+reports gates, lock and the last run for ops. ``.history/`` holds the backups
+(``MEMORY.<UTC stamp>.md``) and the journal (``dreams.jsonl``, one JSON object per attempt
+that took the lock, plus one per undo).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import json
+import os
+import re
+import secrets
+import time
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+import structlog
+from blake3 import blake3
+
+from memoryd.core.config import DreamConfig
+from memoryd.core.dreaming import (
+    DreamInput,
+    GateOutcome,
+    LossReport,
+    SessionLog,
+    assemble_input,
+    check_answer,
+    check_gates,
+    check_loss,
+    dream_prompt,
+    is_session_log,
+    last_undoable,
+    with_footer,
+)
+from memoryd.errors import ModelNotConfigured, NotFound, StorageError
+from memoryd.providers.llm import ChatModel
+from memoryd.runtime.lockfile import Acquisition, DreamLock, PidChecker, process_alive
+from memoryd.runtime.memory import file_lock
+from memoryd.store.files import atomic_write_bytes, atomic_write_text, read_bytes
+from memoryd.store.layout import Workspace
+
+log = structlog.get_logger(__name__)
+
+#: Session logs modified this recently are consolidated but not deleted (still being written).
+RECENT_SECS = 300.0
+
+Outcome = Literal[
+    "written", "skipped", "nothing_to_store", "rejected", "refused", "conflict", "failed"
+]
+Reindex = Callable[[Sequence[Path]], Awaitable[object]]
+
+
+@dataclass(frozen=True, slots=True)
+class DreamResult:
+    """What one dream attempt did.
+
+    ``outcome`` / ``reason``: ``written``; ``skipped`` (a gate: ``disabled``, ``subagent``,
+    ``too_soon``, ``too_few_sessions``; or ``lock_held``, ``lost_race``, ``nothing_to_do``,
+    ``model_not_configured``); ``nothing_to_store`` (empty or ``NO_REPLY``); ``rejected``
+    (no heading); ``refused`` (``loss``, see :attr:`loss`); ``conflict``
+    (``edited_meanwhile``, ``superseded``); ``failed`` (``model_error``, ``write_error``).
+    """
+
+    outcome: Outcome
+    memory_file: Path
+    reason: str | None = None
+    gates: GateOutcome | None = None
+    consumed: tuple[str, ...] = ()
+    deleted: tuple[Path, ...] = ()
+    kept: tuple[str, ...] = ()
+    waiting: tuple[str, ...] = ()
+    backup: str | None = None
+    chars: int = 0
+    loss: LossReport | None = None
+    holder: int | None = None
+    error: str | None = None
+
+    @property
+    def reindex_paths(self) -> tuple[Path, ...]:
+        """Paths the index must sync: the deleted logs (dropped) and the new ``MEMORY.md``."""
+        return (*self.deleted, self.memory_file) if self.outcome == "written" else ()
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"outcome": self.outcome, "reason": self.reason}
+        if self.gates is not None:
+            out["gates"] = self.gates.to_dict()
+        if self.holder is not None:
+            out["holder_pid"] = self.holder
+        if self.consumed or self.waiting:
+            out["consumed"] = list(self.consumed)
+            out["deleted"] = [p.name for p in self.deleted]
+            out["kept"] = list(self.kept)
+            out["waiting"] = list(self.waiting)
+        if self.outcome == "written":
+            out["backup"] = self.backup
+            out["chars"] = self.chars
+        if self.loss is not None and self.loss.refused:
+            out["loss"] = self.loss.to_dict()
+        if self.error:
+            out["error"] = self.error
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Gathered:
+    input: DreamInput
+    memory_text: str | None
+    memory_hash: str | None
+    log_hashes: dict[str, str]
+
+
+def _digest(data: bytes | None) -> str | None:
+    return None if data is None else blake3(data).hexdigest()
+
+
+def _utc(stamp: float) -> datetime:
+    return datetime.fromtimestamp(stamp, UTC)
+
+
+# ---------------------------------------------------------------------------- .history/
+
+JOURNAL = "dreams.jsonl"
+_BACKUP = re.compile(r"\AMEMORY\.\d{8}T\d{6}\.\d{6}Z(?:-\d+)?\.md\Z")
+
+
+def iso(stamp: float) -> str:
+    """A Unix time as ``YYYY-MM-DDTHH:MM:SSZ`` (UTC)."""
+    return _utc(stamp).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def save_backup(history_dir: Path, data: bytes | None, now: float) -> str | None:
+    """Copy ``data`` (the old ``MEMORY.md``) to ``.history/MEMORY.<stamp>.md``; its name."""
+    if data is None:
+        return None
+    base = _utc(now).strftime("MEMORY.%Y%m%dT%H%M%S.%fZ")
+    name, n = f"{base}.md", 0
+    while (history_dir / name).exists():
+        n += 1
+        name = f"{base}-{n}.md"
+    atomic_write_bytes(history_dir / name, data)
+    return name
+
+
+def backups(history_dir: Path) -> list[str]:
+    """The backup names in ``.history/``, oldest first."""
+    try:
+        names = [n for n in os.listdir(history_dir) if _BACKUP.match(n)]
+    except FileNotFoundError:
+        return []
+    return sorted(names)
+
+
+def prune_backups(history_dir: Path, keep: int) -> None:
+    """Delete all but the newest ``keep`` backups."""
+    for name in backups(history_dir)[: max(0, len(backups(history_dir)) - keep)]:
+        (history_dir / name).unlink(missing_ok=True)
+
+
+def append_journal(history_dir: Path, entry: dict[str, Any]) -> None:
+    """Append one JSON line to ``.history/dreams.jsonl`` (one ``write`` with ``O_APPEND``)."""
+    history_dir.mkdir(mode=0o700, exist_ok=True)
+    line = json.dumps({"id": secrets.token_hex(6), **entry}, ensure_ascii=False) + "\n"
+    fd = os.open(
+        history_dir / JOURNAL, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600
+    )
+    try:
+        os.write(fd, line.encode("utf-8"))
+    finally:
+        os.close(fd)
+
+
+def read_journal(history_dir: Path) -> list[dict[str, Any]]:
+    """Every well-formed entry of the dream journal, oldest first (bad lines skipped)."""
+    data = read_bytes(history_dir / JOURNAL)
+    entries: list[dict[str, Any]] = []
+    for line in (data or b"").decode("utf-8", "replace").splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict):
+            entries.append(entry)
+    return entries
+
+
+@contextmanager
+def commit_guard(directory: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``directory`` (released on exit or if the process dies)."""
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+class Dreamer:
+    """Runs dreams, undo and status for one workspace (see the module docstring)."""
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        config: DreamConfig,
+        model: ChatModel | None,
+        *,
+        clock: Callable[[], float] = time.time,
+        is_alive: PidChecker = process_alive,
+        reindex: Reindex | None = None,
+        recent_secs: float = RECENT_SECS,
+    ) -> None:
+        self.workspace = workspace
+        self.model = model
+        self.clock = clock
+        self.reindex = reindex
+        self.recent_secs = recent_secs
+        self._is_alive = is_alive
+        self.config = config
+        self.lock = self._make_lock()
+        self.log = log.bind(workspace=workspace.key.dirname)
+
+    def _make_lock(self) -> DreamLock:
+        return DreamLock(
+            self.workspace.lock_path,
+            stale_secs=self.config.stale_lock_secs,
+            clock=self.clock,
+            is_alive=self._is_alive,
+        )
+
+    def set_config(self, config: DreamConfig) -> None:
+        """Take a reloaded ``[dream]`` section (applies to the next attempt)."""
+        self.config = config
+        self.lock = self._make_lock()
+
+    # ------------------------------------------------------------------ gates
+
+    def _session_mtimes(self) -> dict[str, datetime]:
+        try:
+            entries = list(os.scandir(self.workspace.sessions_dir))
+        except (FileNotFoundError, NotADirectoryError):
+            return {}
+        out: dict[str, datetime] = {}
+        for entry in entries:
+            try:
+                if is_session_log(entry.name) and entry.is_file(follow_symlinks=False):
+                    out[entry.name] = _utc(entry.stat(follow_symlinks=False).st_mtime)
+            except FileNotFoundError:
+                continue
+        return out
+
+    def gates(
+        self,
+        *,
+        subagent: bool = False,
+        ending_session: str | None = None,
+        manual: bool = False,
+        force: bool = False,
+    ) -> GateOutcome:
+        """The gate decision now (synchronous: stats the lock and the session logs)."""
+        last = self.lock.last_consolidation()
+        return check_gates(
+            enabled=self.config.enabled or force,
+            subagent=subagent,
+            last_consolidation=None if last is None else _utc(last),
+            now=_utc(self.clock()),
+            min_hours=self.config.min_hours,
+            session_mtimes=self._session_mtimes(),
+            ending_session=ending_session,
+            min_sessions=self.config.min_sessions,
+            manual=manual,
+        )
+
+    # ------------------------------------------------------------------ run
+
+    async def run(
+        self,
+        *,
+        manual: bool = False,
+        subagent: bool = False,
+        ending_session: str | None = None,
+        force: bool = False,
+    ) -> DreamResult:
+        """One dream attempt (SPEC §8.4). ``manual`` skips the time and session gates;
+        ``force`` also runs when ``dream.enabled`` is false. Neither bypasses the lock.
+
+        Raises :class:`ModelNotConfigured` for a manual dream without a model; every other
+        failure is reported in the result (and the lock rolled back).
+        """
+        started = time.perf_counter()
+        result = await self._run(manual, subagent, ending_session, force)
+        self.log.info(
+            "dream",
+            outcome=result.outcome,
+            reason=result.reason,
+            manual=manual,
+            consumed=len(result.consumed),
+            deleted=len(result.deleted),
+            waiting=len(result.waiting),
+            chars=result.chars,
+            took_ms=round((time.perf_counter() - started) * 1000, 3),
+        )
+        if result.outcome == "written" and self.reindex is not None:
+            try:
+                await self.reindex(result.reindex_paths)
+            except Exception as exc:  # noqa: BLE001 - the index is derived; the watcher catches up
+                self.log.warning("dream.reindex_failed", error=str(exc))
+        return result
+
+    def _result(self, outcome: Outcome, reason: str | None = None, **kw: Any) -> DreamResult:
+        return DreamResult(outcome, self.workspace.memory_file, reason, **kw)
+
+    async def _run(
+        self, manual: bool, subagent: bool, ending_session: str | None, force: bool
+    ) -> DreamResult:
+        gate = await anyio.to_thread.run_sync(
+            lambda: self.gates(
+                subagent=subagent, ending_session=ending_session, manual=manual, force=force
+            )
+        )
+        if not gate.open:
+            return self._result("skipped", gate.outcome, gates=gate)
+        model = self.model
+        if model is None:
+            if manual:
+                raise ModelNotConfigured("dream needs a chat model: set [llm] base_url and model")
+            return self._result("skipped", "model_not_configured", gates=gate)
+        if not await anyio.to_thread.run_sync(self._session_mtimes):
+            return self._result("skipped", "nothing_to_do", gates=gate)
+        lock = self.lock
+        acq = await anyio.to_thread.run_sync(lock.acquire)
+        if not acq.acquired:
+            return self._result("skipped", acq.outcome, gates=gate, holder=acq.holder)
+        settled = [False]  # set by whichever step releases or rolls back the lock
+
+        def settle(success: bool) -> None:
+            if not settled[0]:
+                settled[0] = True
+                lock.release() if success else lock.rollback(acq.prior)
+
+        try:
+            return await self._locked(model, gate, acq, settle)
+        finally:
+            if not settled[0]:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(settle, False)
+
+    async def _locked(
+        self,
+        model: ChatModel,
+        gate: GateOutcome,
+        acq: Acquisition,
+        settle: Callable[[bool], None],
+    ) -> DreamResult:
+        got = await anyio.to_thread.run_sync(self._gather)
+        inp = got.input
+        if inp.empty:
+            await anyio.to_thread.run_sync(settle, False)
+            return self._result("skipped", "nothing_to_do", gates=gate, waiting=inp.waiting)
+        common: dict[str, Any] = {"gates": gate, "consumed": inp.consumed, "waiting": inp.waiting}
+        now = _utc(self.clock())
+
+        async def finish(success: bool, outcome: Outcome, reason: str, **extra: Any) -> None:
+            def work() -> None:
+                settle(success)
+                self._journal(outcome, reason, inp, **extra)
+
+            await anyio.to_thread.run_sync(work)
+
+        try:
+            answer = await model.complete(dream_prompt(now), inp.text)
+        except Exception as exc:  # noqa: BLE001 - any model failure: roll back, retry later
+            error = f"{type(exc).__name__}: {exc}"
+            await finish(False, "failed", "model_error", error=error)
+            return self._result("failed", "model_error", error=error, **common)
+        verdict = check_answer(answer)
+        if not verdict.ok:
+            outcome: Outcome = "rejected" if verdict.outcome == "no_heading" else "nothing_to_store"
+            await finish(True, outcome, verdict.outcome)
+            return self._result(outcome, verdict.outcome, **common)
+        loss = check_loss(got.memory_text, verdict.text, self.config.max_loss_fraction)
+        if loss.refused:
+            self.log.warning("dream.refused", **loss.to_dict())
+            await finish(True, "refused", "loss", loss=loss.to_dict())
+            return self._result("refused", "loss", loss=loss, **common)
+        async with file_lock(self.workspace.memory_file):
+            result = await anyio.to_thread.run_sync(self._commit, got, verdict.text, settle)
+        return dataclasses.replace(result, gates=gate, loss=loss)
+
+    def _gather(self) -> _Gathered:
+        data = read_bytes(self.workspace.memory_file)
+        memory_text = None if data is None else data.decode("utf-8", "replace")
+        found: list[tuple[float, str, bytes]] = []
+        for name, mtime in self._session_mtimes().items():
+            raw = read_bytes(self.workspace.sessions_dir / name)
+            if raw is not None:
+                found.append((mtime.timestamp(), name, raw))
+        found.sort()
+        logs = [SessionLog(name, raw.decode("utf-8", "replace")) for _, name, raw in found]
+        hashes = {name: blake3(raw).hexdigest() for _, name, raw in found}
+        inp = assemble_input(memory_text, logs, self.config.max_input_chars)
+        return _Gathered(inp, memory_text, _digest(data), hashes)
+
+    def _commit(self, got: _Gathered, text: str, settle: Callable[[bool], None]) -> DreamResult:
+        ws, inp = self.workspace, got.input
+        common: dict[str, Any] = {"consumed": inp.consumed, "waiting": inp.waiting}
+        with commit_guard(ws.dir):
+            current = read_bytes(ws.memory_file)
+            if _digest(current) != got.memory_hash:
+                settle(False)
+                self._journal("conflict", "edited_meanwhile", inp)
+                return self._result("conflict", "edited_meanwhile", **common)
+            if any(not (ws.sessions_dir / name).exists() for name in inp.consumed):
+                settle(False)
+                self._journal("conflict", "superseded", inp)
+                return self._result("conflict", "superseded", **common)
+            now = self.clock()
+            new_text = with_footer(text, inp.consumed, _utc(now))
+            try:
+                ws.history_dir.mkdir(mode=0o700, exist_ok=True)
+                backup = save_backup(ws.history_dir, current, now)
+                atomic_write_text(ws.memory_file, new_text)
+            except (StorageError, OSError) as exc:
+                settle(False)
+                error = str(exc)
+                self._journal("failed", "write_error", inp, error=error)
+                return self._result("failed", "write_error", error=error, **common)
+            prune_backups(ws.history_dir, self.config.keep_history)
+            deleted, kept = self._clean_up(inp.consumed, got.log_hashes, now)
+            settle(True)
+            self._journal(
+                "written",
+                None,
+                inp,
+                backup=backup,
+                chars=len(new_text),
+                deleted=[p.name for p in deleted],
+                kept=list(kept),
+            )
+        return self._result(
+            "written",
+            None,
+            deleted=deleted,
+            kept=kept,
+            backup=backup,
+            chars=len(new_text),
+            **common,
+        )
+
+    def _clean_up(
+        self, consumed: Sequence[str], hashes: dict[str, str], now: float
+    ) -> tuple[tuple[Path, ...], tuple[str, ...]]:
+        """Delete consumed logs unchanged since gathering and not modified recently."""
+        deleted: list[Path] = []
+        kept: list[str] = []
+        for name in consumed:
+            path = self.workspace.sessions_dir / name
+            try:
+                recent = path.stat().st_mtime > now - self.recent_secs
+                if recent or _digest(read_bytes(path)) != hashes.get(name):
+                    kept.append(name)
+                    continue
+                path.unlink()
+                deleted.append(path)
+            except FileNotFoundError:
+                continue
+            except (OSError, StorageError) as exc:
+                self.log.warning("dream.delete_failed", path=str(path), error=str(exc))
+                kept.append(name)
+        return tuple(deleted), tuple(kept)
+
+    def _journal(self, outcome: str, reason: str | None, inp: DreamInput, **extra: Any) -> None:
+        entry = {
+            "time": iso(self.clock()),
+            "outcome": outcome,
+            "reason": reason,
+            "pid": os.getpid(),
+            "inputs": list(inp.consumed),
+            "memory_included": inp.memory_included,
+            "waiting": len(inp.waiting),
+            "backup": None,
+            "chars": 0,
+            **extra,
+        }
+        try:
+            append_journal(self.workspace.history_dir, entry)
+        except OSError as exc:
+            self.log.warning("dream.journal_failed", error=str(exc))
+
+    # ------------------------------------------------------------------ undo and status
+
+    async def undo(self) -> dict[str, Any]:
+        """Restore the ``MEMORY.md`` the last (not yet undone) dream replaced.
+
+        The current file is saved into ``.history/`` first, so an undo loses nothing. Returns
+        ``{restored, consumed, dream_time, saved_current, path}``; ``consumed`` names the
+        session logs that dream consumed (they are gone). Raises :class:`NotFound` when no
+        dream can be undone.
+        """
+        async with file_lock(self.workspace.memory_file):
+            out = await anyio.to_thread.run_sync(self._undo)
+        self.log.info("dream.undo", restored=out["restored"], dream_time=out["dream_time"])
+        if self.reindex is not None:
+            try:
+                await self.reindex([self.workspace.memory_file])
+            except Exception as exc:  # noqa: BLE001 - the index is derived; the watcher catches up
+                self.log.warning("dream.reindex_failed", error=str(exc))
+        return out
+
+    def _undo(self) -> dict[str, Any]:
+        ws = self.workspace
+        with commit_guard(ws.dir):
+            entry = last_undoable(read_journal(ws.history_dir))
+            if entry is None:
+                raise NotFound("no dream to undo: the dream journal has no undoable dream")
+            backup = entry.get("backup")
+            restored: bytes | None = None
+            if backup:
+                restored = read_bytes(ws.history_dir / backup)
+                if restored is None:
+                    raise NotFound(f"the backup {backup} of that dream is no longer in .history/")
+            now = self.clock()
+            saved = save_backup(ws.history_dir, read_bytes(ws.memory_file), now)
+            if restored is None:
+                ws.memory_file.unlink(missing_ok=True)
+            else:
+                atomic_write_bytes(ws.memory_file, restored)
+            prune_backups(ws.history_dir, self.config.keep_history)
+            consumed = list(entry.get("inputs") or [])
+            append_journal(
+                ws.history_dir,
+                {
+                    "time": iso(now),
+                    "outcome": "undone",
+                    "undoes": entry.get("id"),
+                    "restored": backup,
+                    "saved_current": saved,
+                    "inputs": consumed,
+                    "pid": os.getpid(),
+                },
+            )
+        return {
+            "path": ws.memory_file.name,
+            "restored": backup,
+            "consumed": consumed,
+            "dream_time": entry.get("time"),
+            "saved_current": saved,
+        }
+
+    async def status(self) -> dict[str, Any]:
+        """Gates (current values vs thresholds), lock, last consolidation and last run."""
+        return await anyio.to_thread.run_sync(self._status)
+
+    def _status(self) -> dict[str, Any]:
+        gate = self.gates()
+        info = self.lock.inspect()
+        entries = read_journal(self.workspace.history_dir)
+        last_written = next((e for e in reversed(entries) if e.get("outcome") == "written"), None)
+        last: str | None
+        if info.exists and info.pid is None and info.mtime is not None:
+            last = iso(info.mtime)  # a released lock's mtime is the last consolidation
+        else:
+            last = last_written.get("time") if last_written else None
+        last_run = entries[-1] if entries else None
+        return {
+            "enabled": self.config.enabled,
+            "gates": gate.values(),
+            "lock": info.to_dict(),
+            "last_consolidation": last,
+            "last_run": (
+                None
+                if last_run is None
+                else {k: last_run.get(k) for k in ("time", "outcome", "reason", "inputs")}
+            ),
+        }
