@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from memoryd.runtime import lockfile
-from memoryd.store import files
 from memoryd.runtime.lockfile import DreamLock, parse_pid, process_alive
+from memoryd.store import files
 
 NOW = 1_750_000_000.0
 OTHER_PID = 4_000_001  # our "own" PID in tests where a real process holds the lock
