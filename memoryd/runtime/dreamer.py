@@ -64,7 +64,7 @@ from memoryd.core.dreaming import (
 )
 from memoryd.errors import ModelNotConfigured, NotFound, StorageError
 from memoryd.providers.llm import ChatModel
-from memoryd.runtime.lockfile import Acquisition, DreamLock, PidChecker, process_alive
+from memoryd.runtime.lockfile import DreamLock, PidChecker, process_alive
 from memoryd.runtime.memory import file_lock
 from memoryd.store.files import atomic_write_bytes, atomic_write_text, read_bytes
 from memoryd.store.layout import Workspace
@@ -182,7 +182,8 @@ def backups(history_dir: Path) -> list[str]:
 
 def prune_backups(history_dir: Path, keep: int) -> None:
     """Delete all but the newest ``keep`` backups."""
-    for name in backups(history_dir)[: max(0, len(backups(history_dir)) - keep)]:
+    names = backups(history_dir)
+    for name in names[: max(0, len(names) - keep)]:
         (history_dir / name).unlink(missing_ok=True)
 
 
@@ -362,12 +363,16 @@ class Dreamer:
         settled = [False]  # set by whichever step releases or rolls back the lock
 
         def settle(success: bool) -> None:
-            if not settled[0]:
-                settled[0] = True
-                lock.release() if success else lock.rollback(acq.prior)
+            if settled[0]:
+                return
+            settled[0] = True
+            if success:
+                lock.release()
+            else:
+                lock.rollback(acq.prior)
 
         try:
-            return await self._locked(model, gate, acq, settle)
+            return await self._locked(model, gate, settle)
         finally:
             if not settled[0]:
                 with anyio.CancelScope(shield=True):
@@ -377,7 +382,6 @@ class Dreamer:
         self,
         model: ChatModel,
         gate: GateOutcome,
-        acq: Acquisition,
         settle: Callable[[bool], None],
     ) -> DreamResult:
         got = await anyio.to_thread.run_sync(self._gather)
@@ -453,7 +457,10 @@ class Dreamer:
                 error = str(exc)
                 self._journal("failed", "write_error", inp, error=error)
                 return self._result("failed", "write_error", error=error, **common)
-            prune_backups(ws.history_dir, self.config.keep_history)
+            try:
+                prune_backups(ws.history_dir, self.config.keep_history)
+            except OSError as exc:
+                self.log.warning("dream.prune_failed", error=str(exc))
             deleted, kept = self._clean_up(inp.consumed, got.log_hashes, now)
             settle(True)
             self._journal(

@@ -240,7 +240,7 @@ async def test_a_person_editing_memory_during_the_model_call_wins(
     logs = old_logs(env, 2)
     lock = env.workspace.lock_path
     write(lock, "")
-    prior = time.time() - 2 * 86400
+    prior = float(int(time.time()) - 2 * 86400)  # whole seconds: exact on any file system
     os.utime(lock, (prior, prior))
     model = FakeChatModel([NEW_MEMORY])
     model.gate = anyio.Event()
