@@ -145,8 +145,10 @@ class SessionManager:
         finally:
             self._tg = None
             sessions, self._sessions = list(self._sessions.values()), {}
-            for s in sessions:
-                s.journal.close()
+            with anyio.CancelScope(shield=True):
+                for s in sessions:
+                    async with s.write_lock:  # never under a write in a worker thread
+                        s.journal.close()
 
     async def recover(self) -> list[str]:
         """Reopen every session whose journal is in ``sessions/.live``; returns their ids."""
@@ -430,6 +432,8 @@ class SessionManager:
                 flushed_through=count,
             )
             await self._record(s, done)
+            if not s.unflushed:
+                self._disarm_idle(s)  # everything is flushed: no idle flush is due
             self.log.info(
                 "flush",
                 session_id=s.session_id,
