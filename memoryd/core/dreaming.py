@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from memoryd.core.flushing import has_heading, is_no_reply
 from memoryd.core.templates import is_scaffold
 from memoryd.core.workspace import session_id_prefix
 
@@ -45,10 +46,8 @@ DOCUMENT_OVERLAP = 0.8
 
 MEMORY_SEPARATOR = "--- MEMORY.md ---"
 _FOOTER_RE = re.compile(r"^[ \t]*<!-- dream [^\n]*?-->[ \t]*\n?", re.MULTILINE)
-_HEADING_LINE = re.compile(r"^#{1,2}[ \t]+\S", re.MULTILINE)
 _ANY_HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t#]*$")
 _FENCE = re.compile(r"^[ \t]{0,3}(```|~~~)")
-_NO_REPLY_CHARS = re.compile(r"[\W_]+")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
 _WORD = re.compile(r"[^\W_]+")
 _STOP_WORDS = frozenset(
@@ -300,11 +299,6 @@ class AnswerCheck:
         return self.outcome == "ok"
 
 
-def is_no_reply(text: str) -> bool:
-    """True for ``NO_REPLY`` in any spelling (``no reply``, ``No-Reply``, ``noreply``, padded)."""
-    return _NO_REPLY_CHARS.sub("", text).lower() == "noreply"
-
-
 def _unfence(text: str) -> str:
     lines = text.strip().split("\n")
     if len(lines) >= 2 and _FENCE.match(lines[0]) and lines[-1].strip() in ("```", "~~~"):
@@ -316,8 +310,10 @@ def check_answer(answer: str) -> AnswerCheck:
     """Validate a dream answer (SPEC §8.4 step 3).
 
     Empty → ``empty``; ``NO_REPLY`` in any spelling → ``no_reply``; no ``# `` or ``## ``
-    heading line → ``no_heading``. Otherwise ``ok`` with the text trimmed, one code fence
-    around the whole answer removed and any dream footer the model echoed dropped.
+    heading line outside code fences → ``no_heading`` (the flush rules of
+    :mod:`memoryd.core.flushing`, so both steps judge answers alike). Otherwise ``ok`` with
+    the text trimmed, one code fence around the whole answer removed and any dream footer
+    the model echoed dropped.
     """
     text = answer.replace("\r\n", "\n").strip()
     if not text:
@@ -329,7 +325,7 @@ def check_answer(answer: str) -> AnswerCheck:
         return AnswerCheck("empty")
     if is_no_reply(text):
         return AnswerCheck("no_reply")
-    if not _HEADING_LINE.search(text):
+    if not has_heading(text):
         return AnswerCheck("no_heading")
     return AnswerCheck("ok", text)
 

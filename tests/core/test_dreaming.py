@@ -19,13 +19,13 @@ from memoryd.core.dreaming import (
     content_tokens,
     dream_prompt,
     footer,
-    is_no_reply,
     last_undoable,
     split_sections,
     strip_footer,
     whole_hours,
     with_footer,
 )
+from memoryd.core.flushing import is_no_reply
 from memoryd.core.templates import workspace_template
 
 NOW = datetime(2025, 3, 10, 12, 0, tzinfo=UTC)
@@ -303,6 +303,7 @@ def test_the_prompt_asks_for_what_the_spec_says() -> None:
         ("Just some prose without a heading.", "no_heading"),
         ("### Too deep\nbody", "no_heading"),
         ("#NoSpace\nbody", "no_heading"),
+        ("Prose.\n```\n## inside a code fence\n```", "no_heading"),
         ("## Topic\nbody", "ok"),
         ("# Title\n\n## Topic\nbody", "ok"),
     ],
