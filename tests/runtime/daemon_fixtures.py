@@ -202,6 +202,29 @@ async def wait_until(check: Callable[[], Any], *, within: float = 5.0, every: fl
 # --------------------------------------------------------------------------- subprocess
 
 
+def cli_env(home: Path) -> dict[str, str]:
+    """This process's environment for a child memoryd: MEMORYD_HOME set, no other MEMORYD_*."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
+    env.update({"MEMORYD_HOME": str(home), "PYTHONUNBUFFERED": "1"})
+    env.pop("NOTIFY_SOCKET", None)
+    return env
+
+
+def memoryd_cli(
+    home: Path, *args: str, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m memoryd ARGS`` (a client command) against the daemon of ``home``."""
+    return subprocess.run(
+        [sys.executable, "-m", "memoryd", *args],
+        env=cli_env(home),
+        cwd=cwd or home,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
 @dataclass
 class DaemonProcess:
     """A daemon in a child process: ``python -m memoryd serve --foreground`` by default."""
@@ -210,6 +233,7 @@ class DaemonProcess:
     args: tuple[str, ...] = ("-m", "memoryd", "serve", "--foreground")
     env: Mapping[str, str] = field(default_factory=dict)
     name: str = "daemon"
+    embeddings: str | None = "none"  # embedding.provider (see NO_EMBEDDINGS); None: the default
     proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -227,10 +251,9 @@ class DaemonProcess:
 
     def spawn(self) -> DaemonProcess:
         """Start the process without waiting for it."""
-        env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
-        env.update({"MEMORYD_HOME": str(self.home), "PYTHONUNBUFFERED": "1"})
-        env["MEMORYD_EMBEDDING_PROVIDER"] = "none"  # see NO_EMBEDDINGS
-        env.pop("NOTIFY_SOCKET", None)
+        env = cli_env(self.home)
+        if self.embeddings is not None:
+            env["MEMORYD_EMBEDDING_PROVIDER"] = self.embeddings
         env.update(self.env)
         with (
             open(self.stderr_path, "wb") as err,

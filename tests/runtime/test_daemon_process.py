@@ -21,6 +21,7 @@ import pytest
 from tests.runtime.daemon_fixtures import (
     DaemonProcess,
     home_fixture,  # noqa: F401 - the `home` fixture
+    memoryd_cli,
     processes_fixture,  # noqa: F401 - the `processes` fixture
     project,
     write_config,
@@ -45,6 +46,32 @@ def search(daemon: DaemonProcess, ws: Path, query: str) -> list[dict[str, Any]]:
         "results"
     ]
     return results
+
+
+def test_with_no_config_the_cli_remembers_searches_and_shows_status(
+    home: Path, processes: Processes
+) -> None:
+    ws = project(home, "app")
+    assert not (home / "config.toml").exists()
+    daemon = processes(embeddings=None).start()  # no config, no model server, no API key
+
+    remembered = memoryd_cli(home, "remember", "Deploys go through the staging cluster", cwd=ws)
+    assert remembered.returncode == 0, remembered.stderr
+    assert "MEMORY.md" in remembered.stdout
+
+    found = memoryd_cli(home, "search", "staging deploys", "-w", str(ws))
+    assert found.returncode == 0, found.stderr
+    assert "Deploys go through the staging cluster" in found.stdout
+
+    status = memoryd_cli(home, "status")
+    assert status.returncode == 0, status.stderr
+    assert f"pid {daemon.pid}" in status.stdout and "uvloop" in status.stdout
+    assert str(ws) in status.stdout and "running" in status.stdout
+
+    daemon.send(signal.SIGTERM)
+    assert daemon.wait(STOP_WITHIN) == 0
+    gone = memoryd_cli(home, "status")
+    assert gone.returncode == 3 and "memoryd serve" in gone.stderr
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
