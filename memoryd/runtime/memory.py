@@ -201,6 +201,13 @@ class WorkspaceMemory:
             return SyncReport()
         return await self._run(self.index.sync_paths, paths)
 
+    async def sync_paths(self, paths: Iterable[Path]) -> SyncReport:
+        """Re-chunk (or drop) these paths now, e.g. after flush or dream wrote them."""
+        wanted = list(paths)
+        if not wanted:
+            return SyncReport()
+        return await self._run(self.index.sync_paths, wanted)
+
     async def reconcile(self) -> int:
         """Compare disk with the index; mark and sync what differs. Returns the count."""
         dirty = await self._run(self.index.reconcile)
@@ -359,7 +366,7 @@ class WorkspaceMemory:
                 append_section(target, note)  # keeps bytes a person wrote, even odd ones
 
             await anyio.to_thread.run_sync(write)
-        await self._run(self.index.sync_paths, [target])
+        await self.sync_paths([target])
         self.log.info("remember", scope=scope, path=rel, chars=len(note))
         return {"path": rel, "written": True}
 
