@@ -666,3 +666,29 @@ async def test_status_lists_each_open_session(make: Callable[..., Any]) -> None:
     assert rows["b"]["subagent"] is True
     assert rows["b"]["messages"] == 0 and rows["b"]["last_flush"] is None
     assert rows["b"]["next_idle_flush"] is None
+
+
+async def test_a_manual_flush_of_everything_stops_the_idle_timer(make: Callable[..., Any]) -> None:
+    model = FakeChatModel([BUILD])
+    mgr = await make(model, config=with_flush(idle_timeout_secs=0.3))
+    async with running(mgr):
+        await mgr.open("s1")
+        await mgr.append("s1", CONVERSATION)
+        assert mgr.status()[0]["next_idle_flush"] is not None
+        await mgr.flush("s1")
+        assert mgr.status()[0]["next_idle_flush"] is None
+        await anyio.sleep(0.6)
+        assert model.calls == 1
+
+
+async def test_pre_compaction_with_nothing_new_does_not_call_the_model(
+    make: Callable[..., Any],
+) -> None:
+    model = FakeChatModel([BUILD, TESTS])
+    mgr = await make(model)
+    await mgr.open("s1")
+    await mgr.append("s1", CONVERSATION)
+    await mgr.flush("s1")
+    out = await mgr.usage("s1", 90_000, 100_000, 85, 0)
+    assert out == {"flushed": True, "outcome": "nothing_to_store"}
+    assert model.calls == 1
