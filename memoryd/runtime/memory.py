@@ -119,6 +119,24 @@ class EmbeddingState:
     last_error: str | None = None
     last_error_at: float | None = None
     embedded: int = 0
+    started_at: float | None = None  # first vector stored by this process
+
+    def progress(self, pending: int, total: int, now: float) -> dict[str, Any]:
+        """done/total, rate (vectors/s since the first one stored here) and ETA."""
+        rate = None
+        if self.started_at is not None and self.embedded and now > self.started_at:
+            rate = self.embedded / (now - self.started_at)
+        return {
+            "done": total - pending,
+            "total": total,
+            "pending": pending,
+            "rate_per_sec": round(rate, 2) if rate else None,
+            "eta_secs": round(pending / rate, 1)
+            if rate and pending
+            else (0.0 if not pending else None),
+            "last_error": self.last_error,
+            "last_error_at": self.last_error_at,
+        }
 
 
 @dataclass(slots=True)
@@ -166,13 +184,30 @@ class WorkspaceMemory:
 
         def phase() -> list[Path]:
             self.index.open()
-            provider = self.provider
-            self.index.set_embedding_identity(
-                provider.model_id if provider else None, provider.dims if provider else None
-            )
+            self._record_identity()
             return self.index.reconcile()
 
         self.mark_dirty(await self._run(phase))
+
+    @property
+    def provider_ready(self) -> bool:
+        """A provider whose model id and dimension are known (an OpenAI endpoint may not be
+        until it was probed; until then search runs FTS-only)."""
+        return self.provider is not None and bool(getattr(self.provider, "dims_known", True))
+
+    def _record_identity(self) -> bool:
+        provider = self.provider if self.provider_ready else None
+        return self.index.set_embedding_identity(
+            provider.model_id if provider else None, provider.dims if provider else None
+        )
+
+    async def refresh_identity(self) -> bool:
+        """Record the provider's identity once it is known; True when vectors must be rebuilt
+        (a new model or dimension: old vectors are dropped and rebuilt in the background)."""
+        changed = await self._run(self._record_identity)
+        if changed:
+            self.log.info("embedding.identity_changed", model=self.index.vec_model)
+        return changed
 
     async def close(self) -> None:
         await self._run(self.index.close)
@@ -232,10 +267,13 @@ class WorkspaceMemory:
 
     async def _query_vector(self, query: str) -> tuple[list[float] | None, str, str | None]:
         provider = self.provider
-        if provider is None or self.index.vec_dims is None:
+        if provider is None:
             return None, "fts_only", None
+        if not self.provider_ready or self.index.vec_dims is None:
+            return None, "fts_fallback", "the embedding provider is not ready yet"
         try:
-            with anyio.fail_after(self.config.embedding.timeout_secs):
+            # The provider enforces its own timeout; this is only a guard against a hang.
+            with anyio.fail_after(self.config.embedding.timeout_secs + 1):
                 vectors = await provider.embed([query])
             if len(vectors) != 1 or len(vectors[0]) != provider.dims:
                 raise ValueError("the provider answered the wrong number or size of vectors")
@@ -307,14 +345,14 @@ class WorkspaceMemory:
         Raises whatever the provider raises; the caller decides how to back off.
         """
         provider = self.provider
-        if provider is None:
+        if provider is None or not self.provider_ready:
             return 0
         size = batch_size or self.config.embedding.batch_size
         pending = await self._run(self.index.pending_vectors, size)
         if not pending:
             return 0
         try:
-            with anyio.fail_after(self.config.embedding.timeout_secs):
+            with anyio.fail_after(self.config.embedding.timeout_secs + 1):
                 vectors = await provider.embed([p.text for p in pending])
             if len(vectors) != len(pending) or any(len(v) != provider.dims for v in vectors):
                 raise ValueError("the provider answered the wrong number or size of vectors")
@@ -324,7 +362,10 @@ class WorkspaceMemory:
             raise
         items = [(p, normalize(v)) for p, v in zip(pending, vectors, strict=True)]
         stored = await self._run(self.index.store_vectors, provider.model_id, items)
+        if self.embedding.started_at is None:
+            self.embedding.started_at = self.clock()
         self.embedding.embedded += stored
+        self.embedding.last_error = None
         return stored
 
     async def embed_all(self) -> int:
@@ -392,6 +433,13 @@ class WorkspaceMemory:
         out["dirty"] = self.dirty_count
         out["embedding_provider"] = self.embedding.provider
         out["embedding_last_error"] = self.embedding.last_error
+        if self.provider is not None:
+            pending = out["vectors_pending"] if self.index.vec_dims is not None else out["chunks"]
+            out["embedding"] = self.embedding.progress(
+                int(pending),  # type: ignore[call-overload]
+                int(out["chunks"]),  # type: ignore[call-overload]
+                self.clock(),
+            )
         return out
 
     async def reindex(self, embeddings: bool = False) -> dict[str, Any]:
@@ -399,9 +447,9 @@ class WorkspaceMemory:
         started = time.perf_counter()
 
         def phase() -> SyncReport:
-            if embeddings and self.provider is not None:
-                self.index.set_embedding_identity(None, None)
-                self.index.set_embedding_identity(self.provider.model_id, self.provider.dims)
+            if embeddings and self.provider_ready:
+                self.index.set_embedding_identity(None, None)  # forget: the next call rebuilds
+                self._record_identity()
             return self.index.sync_paths(self.index.disk_files() + self._take_dirty())
 
         report = await self._run(phase)
