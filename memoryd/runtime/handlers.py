@@ -1,7 +1,9 @@
 """The daemon's method table: each JSON-RPC method, its params and its result (SPEC §11).
 
 Handlers validate params with :mod:`memoryd.core.params` (errors name the parameter),
-find the workspace's actor through the supervisor, and return plain JSON-able values.
+take their place in the workspace's request order (before awaiting anything, so pipelined
+writes apply in the order they were sent and a read sees the writes sent before it), find
+the workspace's actor through the supervisor, and return plain JSON-able values.
 The README's protocol section documents every method registered here (a test checks).
 """
 
@@ -20,7 +22,6 @@ import psutil
 from memoryd import __version__
 from memoryd.core import params as p
 from memoryd.errors import InvalidParams
-from memoryd.runtime.actor import WorkspaceActor
 from memoryd.runtime.methods import MethodTable
 from memoryd.runtime.supervisor import Supervisor
 
@@ -45,13 +46,13 @@ def running_loop() -> str:
     return "uvloop" if module.split(".")[0] == "uvloop" else "asyncio"
 
 
-async def _actor(ctx: DaemonContext, params: dict[str, Any]) -> WorkspaceActor:
-    workspace = p.string(params, "workspace", max_len=4096)
+def _workspace(params: dict[str, Any]) -> str:
+    workspace: str = p.string(params, "workspace", max_len=4096)
     if not os.path.isabs(workspace):
         raise InvalidParams(
             f"parameter 'workspace' must be an absolute path, got {workspace!r}", param="workspace"
         )
-    return await ctx.supervisor.actor_for(workspace)
+    return workspace
 
 
 def build_methods(ctx: DaemonContext) -> MethodTable:
@@ -76,10 +77,12 @@ def build_methods(ctx: DaemonContext) -> MethodTable:
                     f"(expected {', '.join(SOURCES)})",
                     param="sources",
                 )
-        actor = await _actor(ctx, params)
-        response = await actor.search(
-            query, max_results=max_results, min_score=min_score, sources=sources
-        )
+        workspace = _workspace(params)
+        async with ctx.supervisor.order.read(workspace):
+            actor = await ctx.supervisor.actor_for(workspace)
+            response = await actor.search(
+                query, max_results=max_results, min_score=min_score, sources=sources
+            )
         return response.to_dict()
 
     @table.method("memory.get")
@@ -88,35 +91,45 @@ def build_methods(ctx: DaemonContext) -> MethodTable:
         path = p.string(params, "path", max_len=4096)
         start = p.integer(params, "from", 1, minimum=1)
         lines = p.integer(params, "lines", None, minimum=1)
-        actor = await _actor(ctx, params)
-        return await actor.get(path, start, lines)
+        workspace = _workspace(params)
+        async with ctx.supervisor.order.read(workspace):
+            actor = await ctx.supervisor.actor_for(workspace)
+            return await actor.get(path, start, lines)
 
     @table.method("memory.remember")
     async def remember(params: dict[str, Any]) -> dict[str, Any]:
         p.known_only(params, ("workspace", "text", "scope"))
         text = p.string(params, "text", max_len=200_000)
         scope = p.choice(params, "scope", ("workspace", "global"), "workspace")
-        actor = await _actor(ctx, params)
-        return await actor.remember(text, scope)
+        workspace = _workspace(params)
+        async with ctx.supervisor.order.write(workspace):
+            actor = await ctx.supervisor.actor_for(workspace)
+            return await actor.remember(text, scope)
 
     @table.method("memory.files")
     async def files(params: dict[str, Any]) -> dict[str, Any]:
         p.known_only(params, ("workspace",))
-        actor = await _actor(ctx, params)
-        return {"files": await actor.files()}
+        workspace = _workspace(params)
+        async with ctx.supervisor.order.read(workspace):
+            actor = await ctx.supervisor.actor_for(workspace)
+            return {"files": await actor.files()}
 
     @table.method("index.stats")
     async def stats(params: dict[str, Any]) -> dict[str, Any]:
         p.known_only(params, ("workspace",))
-        actor = await _actor(ctx, params)
-        return await actor.stats()
+        workspace = _workspace(params)
+        async with ctx.supervisor.order.read(workspace):
+            actor = await ctx.supervisor.actor_for(workspace)
+            return await actor.stats()
 
     @table.method("index.reindex")
     async def reindex(params: dict[str, Any]) -> dict[str, Any]:
         p.known_only(params, ("workspace", "embeddings"))
         embeddings = p.boolean(params, "embeddings", False)
-        actor = await _actor(ctx, params)
-        return await actor.reindex(embeddings)
+        workspace = _workspace(params)
+        async with ctx.supervisor.order.write(workspace):
+            actor = await ctx.supervisor.actor_for(workspace)
+            return await actor.reindex(embeddings)
 
     @table.method("daemon.status")
     async def status(params: dict[str, Any]) -> dict[str, Any]:

@@ -13,7 +13,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,40 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
+class RequestOrder:
+    """Arrival order of the requests of each workspace (SPEC §1: writes in order).
+
+    A request takes its place synchronously, when it is dispatched and before it awaits
+    anything, so requests pipelined on a connection keep the order they were sent in, however
+    long each one then waits (resolving the workspace, starting the actor). Writes run one at
+    a time in that order; a read waits for the writes that came before it (it sees them) but
+    not for other reads. Keyed by the workspace as the client spelled it.
+    """
+
+    def __init__(self) -> None:
+        self._last_write: dict[str, anyio.Event] = {}
+
+    @asynccontextmanager
+    async def write(self, key: str) -> AsyncIterator[None]:
+        previous = self._last_write.get(key)
+        mine = self._last_write[key] = anyio.Event()
+        try:
+            if previous is not None:
+                await previous.wait()
+            yield
+        finally:
+            mine.set()
+            if self._last_write.get(key) is mine:
+                del self._last_write[key]
+
+    @asynccontextmanager
+    async def read(self, key: str) -> AsyncIterator[None]:
+        previous = self._last_write.get(key)
+        if previous is not None:
+            await previous.wait()
+        yield
+
+
 class Supervisor:
     def __init__(
         self,
@@ -87,6 +122,7 @@ class Supervisor:
         self.backoff_max = backoff_max
         self.clock = clock
         self.slots: dict[str, Slot] = {}
+        self.order = RequestOrder()
         self._tg: anyio.abc.TaskGroup | None = None
 
     def _make_provider(self) -> None:

@@ -141,6 +141,23 @@ async def test_pipelined_requests_are_answered_with_their_ids(home: Path) -> Non
         assert replies[6]["result"]["pid"] == os.getpid()
 
 
+async def test_pipelined_writes_apply_in_order_and_a_later_read_sees_them(home: Path) -> None:
+    ws = str(project(home, "app"))
+    notes = [f"pipelined note {n:02d}" for n in range(30)]
+    async with in_process_daemon() as d:  # the first write also starts the actor
+        payload = b"".join(
+            rpc(n, "memory.remember", {"workspace": ws, "text": note})
+            for n, note in enumerate(notes)
+        )
+        path_request = rpc("files", "memory.files", {"workspace": ws})
+        replies = {r["id"]: r for r in await exchange(d.socket, payload + path_request, 31)}
+        [entry] = [f for f in replies["files"]["result"]["files"] if f["path"] != "MEMORY.md"]
+        text = (d.root / entry["path"]).read_text()
+        written = [line.removeprefix("## ") for line in text.splitlines() if "pipelined" in line]
+        assert written == notes
+        assert entry["size"] == len(text.encode())  # the read came after every write
+
+
 WS = "<ws>"
 BAD_PARAMS = [
     ("memory.search", {"workspace": WS, "query": 5}, "query"),
