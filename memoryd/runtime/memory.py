@@ -24,7 +24,7 @@ import structlog
 from memoryd.core.config import Config
 from memoryd.core.keywords import build_match_query
 from memoryd.core.notes import format_note, numbered_lines
-from memoryd.core.ranking import Ranked, RankParams, rank
+from memoryd.core.ranking import Ranked, RankParams, cosine_from_l2, rank
 from memoryd.core.templates import global_template, workspace_template
 from memoryd.errors import InvalidParams, NotFound
 from memoryd.providers.embeddings import EmbeddingProvider, normalize
@@ -367,6 +367,29 @@ class WorkspaceMemory:
         self.embedding.embedded += stored
         self.embedding.last_error = None
         return stored
+
+    async def nearest_similarity(self, text: str, k: int = 5) -> float | None:
+        """The highest cosine similarity between ``text`` and the indexed chunk vectors, or
+        None without a usable provider (or when embedding fails: dedupe is best effort).
+
+        Chunks still lacking vectors get one batch embedded first (newest first, so a
+        session's own recent flushes count). Stored vectors and the query are unit vectors,
+        so ``1 − d²/2`` of sqlite-vec's L2 distance is their exact cosine.
+        """
+        provider = self.provider
+        if provider is None or not self.provider_ready or self.index.vec_dims is None:
+            return None
+        try:
+            await self.embed_pending()
+            with anyio.fail_after(self.config.embedding.timeout_secs + 1):
+                vectors = await provider.embed([text])
+            if len(vectors) != 1 or len(vectors[0]) != provider.dims:
+                raise ValueError("the provider answered the wrong number or size of vectors")
+            hits = await self._run(self.index.knn, normalize(vectors[0]), k)
+        except Exception as exc:  # noqa: BLE001 - best effort: the caller writes rather than loses
+            self.log.warning("similarity.failed", error=f"{type(exc).__name__}: {exc}")
+            return None
+        return max((cosine_from_l2(distance) for _, distance in hits), default=0.0)
 
     async def embed_all(self) -> int:
         """Embed until nothing is pending (tests and `reindex --embeddings`)."""

@@ -45,11 +45,9 @@ from memoryd.core.flushing import (
     pre_compaction_due,
     session_summary,
 )
-from memoryd.core.ranking import cosine_from_l2
 from memoryd.core.workspace import session_id_prefix, session_log_name
 from memoryd.errors import Busy, InvalidParams, MemorydError, ModelError, ModelNotConfigured
 from memoryd.errors import NotFound as SessionNotFound
-from memoryd.providers.embeddings import normalize
 from memoryd.providers.llm import ChatModel
 from memoryd.runtime.memory import WorkspaceMemory, file_lock
 from memoryd.store.files import append_section
@@ -187,10 +185,6 @@ class SessionManager:
         return session_id in self._sessions
 
     # ------------------------------------------------------------------ plumbing
-
-    async def _db(self, fn: Callable[..., T], *args: Any) -> T:
-        # One DB phase in the memory's index thread (see WorkspaceMemory._run).
-        return await self.memory._run(fn, *args)
 
     def _get(self, session_id: str) -> _Session:
         s = self._sessions.get(session_id)
@@ -499,28 +493,8 @@ class SessionManager:
         return similarity is not None and similarity > self.config.flush.dedupe_threshold
 
     async def nearest_similarity(self, text: str) -> float | None:
-        """The highest cosine similarity between ``text``'s embedding and the indexed chunk
-        vectors, or None without a usable embedding provider.
-
-        Chunks still lacking vectors get one batch embedded first (newest first, so the
-        session's own recent flushes count). Stored vectors and the query are unit vectors,
-        so ``1 − d²/2`` of sqlite-vec's L2 distance is their exact cosine.
-        """
-        memory = self.memory
-        provider = memory.provider
-        if provider is None or memory.index.vec_dims is None:
-            return None
-        try:
-            await memory.embed_pending()
-            with anyio.fail_after(self.config.embedding.timeout_secs):
-                vectors = await provider.embed([text])
-            if len(vectors) != 1 or len(vectors[0]) != provider.dims:
-                raise ValueError("the provider answered the wrong number or size of vectors")
-            hits = await self._db(memory.index.knn, normalize(vectors[0]), DEDUPE_NEIGHBOURS)
-        except Exception as exc:  # noqa: BLE001 - dedupe is best effort: write rather than lose
-            self.log.warning("flush.dedupe_failed", error=f"{type(exc).__name__}: {exc}")
-            return None
-        return max((cosine_from_l2(distance) for _, distance in hits), default=0.0)
+        """See :meth:`WorkspaceMemory.nearest_similarity` (dedupe of flush answers)."""
+        return await self.memory.nearest_similarity(text, DEDUPE_NEIGHBOURS)
 
     async def _write(self, s: _Session, section: str) -> Path:
         """Append ``section`` to the session's log for today (UTC) and reindex it at once."""
@@ -537,7 +511,7 @@ class SessionManager:
 
         async with file_lock(path):
             await anyio.to_thread.run_sync(write)
-        await self._db(self.memory.index.sync_paths, [path])
+        await self.memory.sync_paths([path])
         if self.on_write is not None:
             self.on_write(path)
         return path
