@@ -33,6 +33,7 @@ log = structlog.get_logger(__name__)
 
 BACKOFF_START = 0.5
 BACKOFF_MAX = 30.0
+MAX_KNOWN_SPELLINGS = 1024
 ActorFactory = Callable[[Workspace, Path, Config], WorkspaceActor]
 WatchFn = Callable[..., Awaitable[None]]
 
@@ -123,6 +124,9 @@ class Supervisor:
         self.clock = clock
         self.slots: dict[str, Slot] = {}
         self.order = RequestOrder()
+        # Workspace paths as clients spell them → slot key, while the slot's actor runs: a
+        # workspace's identity (canonical path, git origin) is fixed for an actor's life.
+        self._known: dict[str, str] = {}
         self._tg: anyio.abc.TaskGroup | None = None
 
     def _make_provider(self) -> None:
@@ -173,11 +177,19 @@ class Supervisor:
         Raises :class:`ActorUnavailable` while the workspace's actor fails to start (and is
         being restarted with backoff); ``WorkspaceNotFound`` for a path that is no directory.
         """
+        known = self._known.get(workspace_path)
+        slot = self.slots.get(known) if known is not None else None
+        if slot is not None and slot.actor is not None and slot.actor.ready and not slot.stopping:
+            slot.actor.touch()  # the fast path: no resolving while the actor runs
+            return slot.actor
         ws = await anyio.to_thread.run_sync(resolve_workspace, workspace_path, self.root)
         key = ws.key.dirname
         slot = self.slots.get(key)
         if slot is None:
             slot = self.slots[key] = Slot(workspace=ws)
+        if len(self._known) >= MAX_KNOWN_SPELLINGS:
+            self._known.clear()
+        self._known[workspace_path] = key
         while True:
             if slot.stopping and slot.finished is not None:
                 await slot.finished.wait()  # an idle stop is under way: wait, then start anew
@@ -241,6 +253,9 @@ class Supervisor:
                 break
         finally:
             slot.actor = None
+            key = slot.workspace.key.dirname  # resolve again at the next start
+            for spelling in [raw for raw, known in self._known.items() if known == key]:
+                del self._known[spelling]
             finished, slot.finished = slot.finished, None
             slot.stopping = False
             self._signal_ready(slot)

@@ -15,6 +15,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from memoryd.errors import ActorUnavailable
+from memoryd.runtime import supervisor
 from memoryd.runtime.memory import WorkspaceMemory
 from tests.runtime.daemon_fixtures import (
     RunningDaemon,
@@ -233,3 +234,30 @@ async def test_a_request_arriving_while_an_idle_actor_stops_waits_for_the_restar
         assert found != []
         actor = await d.actor_status(a)
         assert actor is not None and actor["state"] in ("running", "stopping")
+
+
+async def test_a_running_actor_is_found_without_resolving_its_workspace_again(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a = project(home, "a")
+    resolved: list[str] = []
+    original = supervisor.resolve_workspace
+
+    def counting(path: str, root: Path) -> Any:
+        resolved.append(path)
+        return original(path, root)
+
+    monkeypatch.setattr(supervisor, "resolve_workspace", counting)
+    async with in_process_daemon(config="[daemon]\nactor_idle_secs = 0.3\n") as d:
+        await remember(d, a, "resolved once per actor life")
+        for _ in range(5):
+            assert await hits(d, a, "resolved") != []
+        assert resolved == [str(a)]
+
+        async def stopped() -> bool:
+            actor = await d.actor_status(a)
+            return actor is not None and actor["state"] == "stopped"
+
+        await wait_until(stopped)
+        assert await hits(d, a, "resolved") != []
+        assert resolved == [str(a), str(a)]  # a new life resolves it again (git origin …)
