@@ -313,7 +313,15 @@ class Supervisor:
         for key, slot in sorted(self.slots.items()):
             actor = slot.actor
             if actor is not None and actor.ready and not slot.stopping:
-                entry = await actor.status()
+                try:
+                    entry = await actor.status()
+                except Exception as exc:  # noqa: BLE001 - status must show every workspace
+                    entry = {
+                        "workspace": str(slot.workspace.path),
+                        "memory_dir": key,
+                        "state": "running",
+                        "status_error": describe(exc),
+                    }
             else:
                 if slot.stopping:
                     state = "stopping"

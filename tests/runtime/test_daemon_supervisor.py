@@ -261,3 +261,17 @@ async def test_a_running_actor_is_found_without_resolving_its_workspace_again(
         await wait_until(stopped)
         assert await hits(d, a, "resolved") != []
         assert resolved == [str(a), str(a)]  # a new life resolves it again (git origin …)
+
+
+async def test_status_answers_when_one_actor_cannot_report(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = project(home, "a"), project(home, "b")
+    async with in_process_daemon() as d:
+        await remember(d, a, "a fine workspace")
+        await remember(d, b, "a workspace whose index cannot be read")
+        Fault(monkeypatch, "stats", b)
+        actors = {x["workspace"]: x for x in (await d.status())["actors"]}
+        assert actors[str(a)]["index"]["files"] >= 1
+        assert "injected fault" in actors[str(b)]["status_error"]
+        assert await hits(d, b, "index") != []  # searching it still works
