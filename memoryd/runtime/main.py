@@ -31,7 +31,7 @@ from memoryd.core.config import Config
 from memoryd.errors import ConfigError, MemorydError
 from memoryd.providers.factory import make_provider
 from memoryd.runtime import notify
-from memoryd.runtime.handlers import DaemonContext, build_methods
+from memoryd.runtime.handlers import DaemonContext, build_methods, running_loop
 from memoryd.runtime.logging import configure_logging
 from memoryd.runtime.server import SocketServer
 from memoryd.runtime.supervisor import (
@@ -131,7 +131,7 @@ class Daemon:
                 "daemon.started",
                 socket=str(self.socket_path),
                 root=str(self.root),
-                loop=self.context.loop,
+                loop=running_loop(),
                 provider=self.supervisor.provider.model_id if self.supervisor.provider else None,
             )
             task_status.started()
