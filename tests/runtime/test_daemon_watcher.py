@@ -47,19 +47,26 @@ def append_in_another_process(path: Path, text: str) -> None:
     subprocess.run([sys.executable, "-c", code, str(path), text], check=True, timeout=30)
 
 
+@pytest.mark.parametrize("which", ["workspace", "global"])
 async def test_a_file_written_by_another_process_is_found_by_a_search_200ms_later(
-    home: Path,
+    home: Path, which: str
 ) -> None:
-    ws = project(home, "app")
+    ws, other = project(home, "app"), project(home, "other")
     async with in_process_daemon() as d:
-        target = await memory_file(d, ws)
+        workspace_file = await memory_file(d, ws)
+        await memory_file(d, other)  # a second actor watching the same global file
+        target = workspace_file if which == "workspace" else d.root / "MEMORY.md"
         assert await paths_found(d, ws, "xylophone") == []
         await anyio.to_thread.run_sync(
             append_in_another_process, target, "\n## The xylophone is tuned to A440\n"
         )
         await anyio.sleep(NEXT_SEARCH_DELAY)
-        found = await paths_found(d, ws, "xylophone")
-        assert found == [target.relative_to(d.root).as_posix()]
+        expected = [target.relative_to(d.root).as_posix()]
+        assert await paths_found(d, ws, "xylophone") == expected
+        if which == "global":
+            assert await paths_found(d, other, "xylophone") == expected
+        else:
+            assert await paths_found(d, other, "xylophone") == []
 
 
 async def test_a_new_session_file_is_found_and_a_deleted_one_never_returned(home: Path) -> None:
