@@ -1,0 +1,231 @@
+"""Where the time goes: memoryd's own search and indexing steps timed one by one, in-process.
+
+The socket figures say *how much* slower than raw memoryd is; these rows say *where*. They
+call memoryd's own functions (``Index.fts``, ``Index.knn``, ``Index.load``, ``rank``, the
+response encoding; ``chunk_markdown``, ``fts_text``, ``chunk_ids``) on the very index the
+daemon built, with no socket and no threads, and put each next to the raw step that does
+the same job. The difference between the sum of the steps and the socket figure is the
+runtime's share (thread hops, event loop, socket, JSON decode in the client).
+
+:func:`py_spy_profile` adds a sampled profile of the daemon itself when ``py-spy`` is on
+the PATH (optional).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from bench.raw import TOP_K, RawFts, RawVectors
+from bench.report import Row, median
+from memoryd.core.chunking import chunk_ids, chunk_markdown
+from memoryd.core.keywords import build_match_query, fts_text
+from memoryd.core.protocol import encode_result
+from memoryd.core.ranking import Ranked, RankParams, rank
+from memoryd.runtime.memory import SearchHit, SearchResponse
+from memoryd.store.index import CURATED, Index
+
+MS = 1000.0
+US = 1_000_000.0
+
+
+T = TypeVar("T")
+
+
+def _timed(fn: Callable[[], T]) -> tuple[T, float]:
+    started = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - started
+
+
+def _clock(bucket: list[float], fn: Callable[..., T], *args: Any) -> T:
+    """Call ``fn(*args)``, append the seconds it took to ``bucket``, return its result."""
+    started = time.perf_counter()
+    out = fn(*args)
+    bucket.append(time.perf_counter() - started)
+    return out
+
+
+def _encode(items: Sequence[Ranked]) -> bytes:
+    """What the daemon does with ranked results: hits, the response dict, the JSON line."""
+    hits = [SearchHit.from_ranked(item) for item in items]
+    return encode_result(1, SearchResponse(hits, "hybrid", 0, 0, 0.0).to_dict())
+
+
+def search_steps(
+    db: Path,
+    root: Path,
+    workspace_dir: Path,
+    queries: Sequence[str],
+    raw: RawFts,
+    vectors: RawVectors | None,
+    query_vectors: dict[str, list[float]] | None,
+    label: str,
+) -> list[Row]:
+    """Median time of each step of one memoryd search, next to its raw counterpart."""
+    index = Index(db, root=root, workspace_dir=workspace_dir)
+    index.open()
+    steps: defaultdict[str, list[float]] = defaultdict(list)
+    raw_steps: defaultdict[str, list[float]] = defaultdict(list)
+    matches: list[int] = []
+    try:
+        for query in queries:
+            match = build_match_query(query)
+            if match is None:
+                continue
+            hits: dict[int, tuple[float | None, float | None]] = {}
+            for seq, r in _clock(steps["fts"], index.fts, match, TOP_K, None):
+                hits[seq] = (r, None)
+            for seq, r in _clock(steps["fts_curated"], index.fts, match, TOP_K, list(CURATED)):
+                hits.setdefault(seq, (r, None))
+            _clock(raw_steps["fts"], raw.top_k, match)
+            count = raw.conn.execute("SELECT count(*) FROM t WHERE t MATCH ?", (match,))
+            matches.append(int(count.fetchone()[0]))
+            if query_vectors is not None and index.vec_dims is not None:
+                qv = query_vectors[query]
+                for seq, d in _clock(steps["knn"], index.knn, qv, TOP_K):
+                    hits[seq] = (hits.get(seq, (None, None))[0], d)
+                if vectors is not None:
+                    _clock(raw_steps["knn"], vectors.top_k, qv)
+            cands = _clock(steps["load"], index.load, hits)
+            ranked = _clock(steps["rank"], rank, cands, RankParams(), time.time())
+            _clock(steps["encode"], _encode, ranked)
+    finally:
+        index.close()
+    names = {
+        "fts": ("FTS pass, all sources (Index.fts)", "raw FTS5 top-k"),
+        "fts_curated": ("FTS pass, curated only (JOIN + source filter)", ""),
+        "knn": ("KNN, sqlite-vec vec0 scan (Index.knn)", "numpy exact top-k"),
+        "load": ("load candidate rows (Index.load)", ""),
+        "rank": ("merge + rank (core.ranking.rank)", ""),
+        "encode": ("hits + JSON encoding of the reply", ""),
+    }
+    rows: list[Row] = []
+    for key, (title, raw_title) in names.items():
+        if key not in steps:
+            continue
+        raw_value = median(raw_steps[key]) * MS if key in raw_steps else None
+        rows.append(
+            Row(
+                f"  step {label}: {title}",
+                "ms",
+                median(steps[key]) * MS,
+                raw_value,
+                raw_label="",
+                note=f"raw = {raw_title}" if raw_title else "",
+            )
+        )
+    rows.append(
+        Row(
+            f"  step {label}: FTS matches per query (p50)",
+            "rows",
+            median([float(m) for m in matches]),
+        )
+    )
+    return rows
+
+
+def indexing_steps(
+    memory_dir: Path, raw_per_chunk_secs: float, label: str, files: int
+) -> list[Row]:
+    """Per-chunk cost of memoryd's pure indexing steps on a sample of the corpus files."""
+    paths = sorted((memory_dir / "sessions").glob("*.md"))[:files]
+    texts = [p.read_text(encoding="utf-8") for p in paths]
+    chunks, t_chunk = _timed(lambda: [chunk_markdown(t) for t in texts])
+    flat = [c for group in chunks for c in group]
+    t_ids = _timed(lambda: [chunk_ids(p.name, c) for p, c in zip(paths, chunks, strict=True)])[1]
+    t_fts = _timed(lambda: [fts_text(c.text) for c in flat])[1]
+    n = max(1, len(flat))
+    per = {"chunk": t_chunk / n, "ids": t_ids / n, "fts_text": t_fts / n}
+    note = f"sample of {len(paths)} files, {n} chunks"
+    return [
+        Row(f"  step {label}: chunk_markdown per chunk", "µs", per["chunk"] * US, note=note),
+        Row(f"  step {label}: chunk_ids per chunk", "µs", per["ids"] * US),
+        Row(
+            f"  step {label}: fts_text (CJK bigrams) per chunk",
+            "µs",
+            per["fts_text"] * US,
+            raw_per_chunk_secs * US,
+            note="raw = one row of the raw bulk FTS5 insert",
+        ),
+    ]
+
+
+def py_spy_path() -> str | None:
+    found = shutil.which("py-spy")
+    if found:
+        return found
+    local = Path("/tmp/pyspy/bin/py-spy")
+    return str(local) if local.exists() else None
+
+
+def py_spy_profile(pid: int, seconds: float, out: Path) -> subprocess.Popen[bytes] | None:
+    """Start ``py-spy record`` (raw collapsed stacks, all threads) on the daemon."""
+    exe = py_spy_path()
+    if exe is None:
+        return None
+    return subprocess.Popen(
+        [
+            exe,
+            "record",
+            "--pid",
+            str(pid),
+            "--duration",
+            str(int(seconds)),
+            "--rate",
+            "200",
+            "--format",
+            "raw",
+            "--threads",
+            "--nonblocking",
+            "--output",
+            str(out),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+FOCUS = (
+    ("sqlite-vec KNN (Index.knn)", "knn (memoryd/store/index.py"),
+    ("FTS (Index.fts)", "fts (memoryd/store/index.py"),
+    ("load rows (Index.load)", "load (memoryd/store/index.py"),
+    ("sync dirty files (Index.sync_paths)", "sync_paths (memoryd/store/index.py"),
+    ("bump access count", "bump_access (memoryd/store/index.py"),
+    ("generation()", "generation (memoryd/store/index.py"),
+    ("rank()", "rank (memoryd/core/ranking.py"),
+    ("query embedding", "embed (memoryd/providers/embeddings.py"),
+    ("response encoding (encode_result)", "encode_result (memoryd/core/protocol.py"),
+    ("request decoding (decode_line)", "decode_line (memoryd/core/protocol.py"),
+    ("structlog event", "structlog"),
+    ("event loop / uvloop run_forever", "run_forever"),
+)
+
+
+def summarize_profile(path: Path) -> dict[str, Any]:
+    """Share of busy samples in each function of interest (inclusive), from raw stacks."""
+    total = 0
+    idle = 0
+    counts: Counter[str] = Counter()
+    for line in path.read_text(errors="replace").splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not count_text.isdigit():
+            continue
+        count = int(count_text)
+        leaf = stack.rsplit(";", 1)[-1]
+        if any(w in leaf for w in ("wait (threading", "select (", "poll (", "_worker (", "sleep")):
+            idle += count
+            continue
+        total += count
+        for title, needle in FOCUS:
+            if needle in stack:
+                counts[title] += count
+    shares = {
+        title: round(100.0 * counts[title] / total, 1) if total else 0.0 for title, _ in FOCUS
+    }
+    return {"busy_samples": total, "idle_samples": idle, "percent_of_busy": shares}
