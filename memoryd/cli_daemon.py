@@ -248,7 +248,65 @@ def _status_row(actor: dict[str, Any], now: float) -> tuple[tuple[str, ...], lis
         when = index.get("rebuilt_at")
         ago = f" {_duration(max(0.0, now - when))} ago" if isinstance(when, int | float) else ""
         notes.append(f"index rebuilt from the markdown files{ago}: {index['rebuilt_reason']}")
+    embedding = index.get("embedding")
+    if isinstance(embedding, dict) and (embedding.get("pending") or embedding.get("last_error")):
+        notes.append(_embedding_note(embedding))
+    notes.extend(_session_note(session, now) for session in actor.get("sessions") or [])
+    dream = actor.get("dream")
+    if isinstance(dream, dict):
+        notes.append(_dream_note(dream))
     return cells, notes
+
+
+def _ago(now: float, then: Any) -> str:
+    return f"{_duration(max(0.0, now - then))} ago" if isinstance(then, int | float) else "-"
+
+
+def _embedding_note(e: dict[str, Any]) -> str:
+    text = f"vectors: {e.get('done')}/{e.get('total')}"
+    if e.get("rate_per_sec"):
+        text += f" at {e['rate_per_sec']}/s"
+    if e.get("eta_secs") is not None and e.get("pending"):
+        text += f", ETA {_duration(float(e['eta_secs']))}"
+    if e.get("last_error"):
+        text += f"; last error: {e['last_error']}"
+    return text
+
+
+def _session_note(session: dict[str, Any], now: float) -> str:
+    flush = session.get("last_flush") or {}
+    idle = session.get("next_idle_flush")
+    due = f"in {_duration(max(0.0, idle - now))}" if isinstance(idle, int | float) else "off"
+    kind = " (sub-agent)" if session.get("subagent") else ""
+    return (
+        f"session {session['session_id']}{kind}: {session.get('messages', 0)} messages, "
+        f"last activity {_ago(now, session.get('last_activity'))}, idle flush {due}, "
+        f"last flush {flush.get('outcome') or 'never'}"
+    )
+
+
+def _dream_note(dream: dict[str, Any]) -> str:
+    if dream.get("error"):
+        return f"dream: status unavailable ({dream['error']})"
+    g = dream.get("gates") or {}
+    hours = g.get("hours_since_last")
+    parts = [
+        f"gates {g.get('outcome', '?')}" + ("" if g.get("enabled", True) else " (disabled)"),
+        f"hours {'never' if hours is None else hours}/{g.get('min_hours', '?')}",
+        f"sessions {g.get('sessions_since_last', '?')}/{g.get('min_sessions', '?')}",
+    ]
+    lock = dream.get("lock") or {}
+    if lock.get("exists") and lock.get("pid"):
+        state = "stale" if lock.get("stale") else ("alive" if lock.get("alive") else "dead")
+        parts.append(f"lock pid {lock['pid']} ({state})")
+    else:
+        parts.append("lock free")
+    last = dream.get("last_run") or {}
+    parts.append(f"last consolidation {dream.get('last_consolidation') or 'never'}")
+    if last:
+        parts.append(f"last run {last.get('outcome')}")
+    parts.append(f"next check {dream.get('next_check') or 'off'}")
+    return "dream: " + "; ".join(parts)
 
 
 def _cell(value: Any) -> str:

@@ -107,7 +107,13 @@ def test_every_option_has_help_text(path: tuple[str, ...]) -> None:
 def test_an_unknown_flag_is_a_usage_error(
     capsys: pytest.CaptureFixture[str], path: tuple[str, ...]
 ) -> None:
-    argv = [*path, *("x" for _ in _positionals(LEAVES[path])), "--no-such-flag"]
+    required = [
+        arg
+        for action in LEAVES[path]._actions
+        if action.option_strings and action.required
+        for arg in (action.option_strings[-1], "x")
+    ]
+    argv = [*path, *("x" for _ in _positionals(LEAVES[path])), *required, "--no-such-flag"]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "usage: memoryd" in err

@@ -1,9 +1,11 @@
-"""The actor of one workspace: its memory, watcher, reconcile loop and embedding loop.
+"""The actor of one workspace: memory, watcher, reconcile and embedding loops, sessions, dream.
 
 An actor owns everything of one workspace. Requests are plain awaited method calls made
 from the connection's task: reads (search, get, files, stats) may run concurrently, writes
 (remember, reindex) are serialised by the actor's write lock. The actor's own background
-tasks live in one task group; when any of them fails, the whole actor stops with that error
+tasks live in one task group — the watcher, the reconcile loop, the embedding loop, the
+session manager (journals, idle flushes), the optional periodic dream check and dreams
+triggered by a session's end. When one of them fails, the whole actor stops with that error
 and the supervisor restarts it with backoff. A request that fails never stops the actor.
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -19,9 +22,13 @@ import anyio
 import structlog
 
 from memoryd.core.config import Config
-from memoryd.errors import ActorUnavailable, WatcherUnavailable
+from memoryd.core.flushing import Message
+from memoryd.errors import ActorUnavailable, MemorydError, WatcherUnavailable
 from memoryd.providers.embeddings import EmbeddingProvider
+from memoryd.providers.llm import ChatModel
+from memoryd.runtime.dreamer import Dreamer
 from memoryd.runtime.memory import SearchResponse, WorkspaceMemory
+from memoryd.runtime.sessions import SessionManager
 from memoryd.runtime.watcher import watch_memory, workspace_targets
 from memoryd.store.layout import Workspace, ensure_workspace_dirs
 
@@ -42,12 +49,22 @@ class WorkspaceActor:
         provider: EmbeddingProvider | None,
         *,
         watch: Callable[..., Awaitable[None]] = watch_memory,
+        chat_model: ChatModel | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.workspace = workspace
         self.root = root
         self.config = config
         self.memory = WorkspaceMemory(workspace, root, config, provider, clock=clock)
+        self.sessions = SessionManager(
+            self.memory, config, chat_model, clock=clock, on_write=self._on_write
+        )
+        self.dreamer = Dreamer(
+            workspace, config.dream, chat_model, clock=clock, reindex=self.memory.sync_paths
+        )
+        self.next_dream_check: float | None = None
+        self._config_changed: anyio.Event | None = None
+        self._tg: anyio.abc.TaskGroup | None = None
         self.clock = clock
         self._watch = watch
         self.watcher: WatcherMode = "starting"
@@ -71,17 +88,21 @@ class WorkspaceActor:
         try:
             await self.memory.open()
             async with anyio.create_task_group() as tg:
-                self._scope = tg.cancel_scope
+                self._tg, self._scope = tg, tg.cancel_scope
+                self._config_changed = anyio.Event()
                 await tg.start(self._watch_loop)
                 if self.watcher == "starting":
                     self.watcher = "watching"
                 tg.start_soon(self._reconcile_loop)
                 tg.start_soon(self._embed_loop)
+                await tg.start(self.sessions.run)
+                tg.start_soon(self._dream_check_loop)
                 self._ready = True
                 self.log.info("actor.started", watcher=self.watcher)
                 task_status.started()
         finally:
             self._ready = False
+            self._tg = None
             with anyio.CancelScope(shield=True), anyio.move_on_after(5):
                 await self.memory.close()
             self.log.info("actor.stopped")
@@ -97,11 +118,25 @@ class WorkspaceActor:
     def touch(self) -> None:
         self.last_used = self.clock()
 
-    def apply_config(self, config: Config) -> None:
+    @property
+    def busy(self) -> bool:
+        """Requests in flight or sessions open: not to be stopped as idle."""
+        return self.in_flight > 0 or bool(self.sessions.session_ids)
+
+    def apply_config(self, config: Config, chat_model: ChatModel | None = None) -> None:
         self.config = config
         self.memory.set_config(config)
+        self.sessions.set_config(config)
+        self.sessions.set_model(chat_model)
+        self.dreamer.set_config(config.dream)
+        self.dreamer.model = chat_model
+        if self._config_changed is not None:
+            self._config_changed.set()
 
     # ------------------------------------------------------------------ background tasks
+
+    def _on_write(self, _path: Path) -> None:
+        self._embed_wakeup.set()
 
     def _on_change(self, paths: set[Path]) -> None:
         self.memory.mark_dirty(paths)
@@ -137,9 +172,17 @@ class WorkspaceActor:
                 self._embed_wakeup.set()
 
     async def _embed_loop(self) -> None:
-        """Give new chunks vectors in the background; back off while the provider fails."""
+        """Give new chunks vectors in the background; back off while the provider fails.
+
+        A provider whose dimension is not known yet (an OpenAI endpoint before its probe)
+        is waited for; once known, its identity is recorded (a new model or dimension drops
+        the old vectors, which are then rebuilt here, newest files first, resumably).
+        """
         if self.memory.provider is None:
             return
+        while not self.memory.provider_ready:  # noqa: ASYNC110 - readiness is the provider's state
+            await anyio.sleep(1.0)
+        await self.memory.refresh_identity()
         backoff = 1.0
         while True:
             try:
@@ -154,6 +197,37 @@ class WorkspaceActor:
             if stored == 0:
                 self._embed_wakeup = anyio.Event()
                 await self._embed_wakeup.wait()
+
+    async def _dream_check_loop(self) -> None:
+        """The optional periodic dream check (only while ``dream.check_interval_secs`` > 0)."""
+        while True:
+            changed = self._config_changed
+            assert changed is not None
+            interval = self.config.dream.check_interval_secs
+            if interval <= 0:
+                self.next_dream_check = None
+                await changed.wait()
+            else:
+                self.next_dream_check = self.clock() + interval
+                with anyio.move_on_after(interval):
+                    await changed.wait()
+                if not changed.is_set():
+                    await self._dream("periodic")
+                    continue
+            self._config_changed = anyio.Event()
+
+    async def _dream(
+        self, trigger: str, *, subagent: bool = False, ending_session: str | None = None
+    ) -> None:
+        """One automatic dream attempt behind the gates; failures are logged, never raised."""
+        try:
+            result = await self.dreamer.run(subagent=subagent, ending_session=ending_session)
+        except MemorydError as exc:
+            self.log.warning("dream.failed", trigger=trigger, error=str(exc))
+            return
+        self.log.info("dream", trigger=trigger, outcome=result.outcome, reason=result.reason)
+        if result.outcome == "written":
+            self._embed_wakeup.set()
 
     # ------------------------------------------------------------------ requests
 
@@ -203,6 +277,71 @@ class WorkspaceActor:
         self._embed_wakeup.set()
         return out
 
+    # sessions (SPEC §7) -------------------------------------------------------------
+
+    async def session_open(self, session_id: str, subagent: bool) -> dict[str, Any]:
+        with self._request():
+            return await self.sessions.open(session_id, subagent)
+
+    async def session_append(self, session_id: str, messages: list[Message]) -> dict[str, Any]:
+        with self._request():
+            return await self.sessions.append(session_id, messages)
+
+    async def session_usage(self, session_id: str, **usage: Any) -> dict[str, Any]:
+        with self._request():
+            out = await self.sessions.usage(session_id, **usage)
+        self._embed_wakeup.set()
+        return out
+
+    async def session_flush(self, session_id: str) -> dict[str, Any]:
+        with self._request():
+            out = await self.sessions.flush(session_id)
+        self._embed_wakeup.set()
+        return out
+
+    async def session_close(self, session_id: str) -> dict[str, Any]:
+        """Close a session (summary when due), then check the dream gates; an open gate
+        starts a dream in the background — the reply does not wait for the model."""
+        with self._request():
+            subagent = self.sessions.is_subagent(session_id)
+            out = await self.sessions.close(session_id)
+            gates = await anyio.to_thread.run_sync(
+                lambda: self.dreamer.gates(subagent=subagent, ending_session=session_id)
+            )
+        out["dream"] = gates.to_dict()
+        if gates.open and self._tg is not None:
+            self._tg.start_soon(
+                lambda: self._dream("session_end", subagent=subagent, ending_session=session_id)
+            )
+        self._embed_wakeup.set()
+        return out
+
+    # dream (SPEC §8) ----------------------------------------------------------------
+
+    async def dream_run(self, force: bool) -> dict[str, Any]:
+        with self._request():
+            result = await self.dreamer.run(manual=True, force=force)
+        self._embed_wakeup.set()
+        return result.to_dict()
+
+    async def dream_undo(self) -> dict[str, Any]:
+        with self._request():
+            out = await self.dreamer.undo()
+            await self.memory.sync_paths([self.workspace.memory_file])
+        return out
+
+    async def dream_status(self) -> dict[str, Any]:
+        with self._request():
+            out = await self.dreamer.status()
+        out["next_check"] = self._next_check()
+        return out
+
+    def _next_check(self) -> str:
+        """When the periodic dream check runs next (ISO UTC), or ``off`` (the default)."""
+        if self.next_dream_check is None:
+            return "off"
+        return datetime.fromtimestamp(self.next_dream_check, UTC).isoformat(timespec="seconds")
+
     async def status(self) -> dict[str, Any]:
         stats = await self.memory.stats() if self._ready else {}
         return {
@@ -215,7 +354,17 @@ class WorkspaceActor:
             "last_used": self.last_used,
             "last_search": self.last_search,
             "index": stats,
+            "sessions": self.sessions.status(),
+            "dream": await self._dream_summary(),
         }
+
+    async def _dream_summary(self) -> dict[str, Any]:
+        try:
+            out = await self.dreamer.status()
+        except (MemorydError, OSError) as exc:
+            return {"error": str(exc)}
+        out["next_check"] = self._next_check()
+        return out
 
 
 def _watcher_failure(exc: BaseException) -> WatcherUnavailable | None:

@@ -21,8 +21,11 @@ import psutil
 
 from memoryd import __version__
 from memoryd.core import params as p
+from memoryd.core.flushing import parse_messages
 from memoryd.errors import InvalidParams
+from memoryd.providers.factory import describe
 from memoryd.runtime.methods import MethodTable
+from memoryd.runtime.sessions import check_session_id
 from memoryd.runtime.supervisor import Supervisor
 
 SOURCES = ("global", "workspace", "session")
@@ -131,6 +134,91 @@ def build_methods(ctx: DaemonContext) -> MethodTable:
             actor = await ctx.supervisor.actor_for(workspace)
             return await actor.reindex(embeddings)
 
+    # sessions (SPEC §7) ---------------------------------------------------------------
+
+    @table.method("session.open")
+    async def session_open(params: dict[str, Any]) -> dict[str, Any]:
+        p.known_only(params, ("workspace", "session_id", "subagent"))
+        session_id = check_session_id(params.get("session_id"))
+        subagent = p.boolean(params, "subagent", False)
+        workspace = _workspace(params)
+        async with ctx.supervisor.order.write(workspace):
+            actor = await ctx.supervisor.actor_for(workspace)
+            out = await actor.session_open(session_id, subagent)
+        ctx.supervisor.session_routes[session_id] = workspace
+        return out
+
+    @table.method("session.append")
+    async def session_append(params: dict[str, Any]) -> dict[str, Any]:
+        p.known_only(params, ("session_id", "messages"))
+        session_id = check_session_id(params.get("session_id"))
+        messages = parse_messages(params.get("messages"))
+        async with ctx.supervisor.order.write(f"session:{session_id}"):
+            actor = await ctx.supervisor.actor_for_session(session_id)
+            return await actor.session_append(session_id, messages)
+
+    @table.method("session.usage")
+    async def session_usage(params: dict[str, Any]) -> dict[str, Any]:
+        p.known_only(
+            params,
+            ("session_id", "tokens", "context_window", "threshold_percent", "compaction_count"),
+        )
+        session_id = check_session_id(params.get("session_id"))
+        usage = {
+            "tokens": p.integer(params, "tokens", minimum=0),
+            "context_window": p.integer(params, "context_window", minimum=1),
+            "threshold_percent": p.number(params, "threshold_percent", minimum=0.0, maximum=100.0),
+            "compaction_count": p.integer(params, "compaction_count", 0, minimum=0),
+        }
+        async with ctx.supervisor.order.write(f"session:{session_id}"):
+            actor = await ctx.supervisor.actor_for_session(session_id)
+        return await actor.session_usage(session_id, **usage)
+
+    @table.method("session.flush")
+    async def session_flush(params: dict[str, Any]) -> dict[str, Any]:
+        p.known_only(params, ("session_id",))
+        session_id = check_session_id(params.get("session_id"))
+        async with ctx.supervisor.order.write(f"session:{session_id}"):
+            actor = await ctx.supervisor.actor_for_session(session_id)
+        return await actor.session_flush(session_id)
+
+    @table.method("session.close")
+    async def session_close(params: dict[str, Any]) -> dict[str, Any]:
+        p.known_only(params, ("session_id",))
+        session_id = check_session_id(params.get("session_id"))
+        async with ctx.supervisor.order.write(f"session:{session_id}"):
+            actor = await ctx.supervisor.actor_for_session(session_id)
+            out = await actor.session_close(session_id)
+        ctx.supervisor.session_routes.pop(session_id, None)
+        return out
+
+    # dream (SPEC §8) -------------------------------------------------------------------
+
+    @table.method("dream.run")
+    async def dream_run(params: dict[str, Any]) -> dict[str, Any]:
+        p.known_only(params, ("workspace", "force"))
+        force = p.boolean(params, "force", False)
+        workspace = _workspace(params)
+        async with ctx.supervisor.order.read(workspace):
+            actor = await ctx.supervisor.actor_for(workspace)
+        return await actor.dream_run(force)
+
+    @table.method("dream.undo")
+    async def dream_undo(params: dict[str, Any]) -> dict[str, Any]:
+        p.known_only(params, ("workspace",))
+        workspace = _workspace(params)
+        async with ctx.supervisor.order.write(workspace):
+            actor = await ctx.supervisor.actor_for(workspace)
+            return await actor.dream_undo()
+
+    @table.method("dream.status")
+    async def dream_status(params: dict[str, Any]) -> dict[str, Any]:
+        p.known_only(params, ("workspace",))
+        workspace = _workspace(params)
+        async with ctx.supervisor.order.read(workspace):
+            actor = await ctx.supervisor.actor_for(workspace)
+            return await actor.dream_status()
+
     @table.method("daemon.status")
     async def status(params: dict[str, Any]) -> dict[str, Any]:
         p.known_only(params, ())
@@ -147,6 +235,9 @@ def build_methods(ctx: DaemonContext) -> MethodTable:
             "config_file": ctx.config_file,
             "memory_root": str(ctx.supervisor.root),
             "embedding_provider": provider.model_id if provider else None,
+            "embedding": describe(provider, ctx.supervisor.config),
+            "embedding_error": ctx.supervisor.provider_error,
+            "chat_model": getattr(ctx.supervisor.chat_model, "model_id", None),
             "actors": await ctx.supervisor.status(),
         }
         for extra in ctx.extra_status:

@@ -31,6 +31,7 @@ from memoryd.core.config import Config
 from memoryd.errors import ConfigError, MemorydError
 from memoryd.providers.factory import make_provider
 from memoryd.runtime import notify
+from memoryd.runtime.agents_methods import register_agent_methods
 from memoryd.runtime.handlers import DaemonContext, build_methods, running_loop
 from memoryd.runtime.logging import configure_logging
 from memoryd.runtime.server import SocketServer
@@ -47,6 +48,7 @@ from memoryd.store import configfile
 log = structlog.get_logger(__name__)
 
 GRACE_SECS = 5.0
+CACHE_DIR = ".cache"  # under the memory root: the embedding cache outlives every index
 
 
 def loop_name() -> str:
@@ -79,7 +81,7 @@ class Daemon:
         self.supervisor = Supervisor(
             self.config,
             self.root,
-            make_provider,
+            functools.partial(make_provider, cache_dir=self.root / CACHE_DIR),
             actor_factory=actor_factory,
             watch=watch,
             backoff_start=backoff[0],
@@ -92,6 +94,11 @@ class Daemon:
             config_file=str(loaded.config_file) if loaded.file_found else None,
         )
         self.methods = build_methods(self.context)
+        register_agent_methods(
+            self.methods,
+            lambda: self.config,
+            lambda: Path(self.loaded.config_file).parent if self.loaded.file_found else None,
+        )
         self.server = SocketServer(
             self.socket_path,
             self.methods,
@@ -126,6 +133,7 @@ class Daemon:
                 await self._listening.wait()
             # Only now that the socket is ours: another daemon must not open our indexes.
             tg.start_soon(self.supervisor.start_workspaces)
+            tg.start_soon(self.supervisor.start_provider)
             notify.ready()
             log.info(
                 "daemon.started",

@@ -184,6 +184,10 @@ class SessionManager:
     def has(self, session_id: str) -> bool:
         return session_id in self._sessions
 
+    def is_subagent(self, session_id: str) -> bool:
+        """Whether an open session is a sub-agent's (NotFound when it is not open)."""
+        return self._get(session_id).subagent
+
     # ------------------------------------------------------------------ plumbing
 
     def _get(self, session_id: str) -> _Session:

@@ -23,16 +23,20 @@ import anyio
 import structlog
 
 from memoryd.core.config import Config
-from memoryd.errors import ActorUnavailable, MemorydError
+from memoryd.errors import ActorUnavailable, EmbeddingError, MemorydError, NotFound
 from memoryd.providers.embeddings import EmbeddingProvider
+from memoryd.providers.factory import start_provider
+from memoryd.providers.llm import ChatModel, make_chat_model
 from memoryd.runtime.actor import WorkspaceActor
 from memoryd.runtime.watcher import watch_memory
+from memoryd.store.journal import open_sessions
 from memoryd.store.layout import Workspace, resolve_workspace
 
 log = structlog.get_logger(__name__)
 
 BACKOFF_START = 0.5
 BACKOFF_MAX = 30.0
+PROVIDER_RETRY_MAX = 300.0
 MAX_KNOWN_SPELLINGS = 1024
 ActorFactory = Callable[[Workspace, Path, Config], WorkspaceActor]
 WatchFn = Callable[..., Awaitable[None]]
@@ -117,6 +121,10 @@ class Supervisor:
         self.provider_factory = provider_factory
         self._provider: EmbeddingProvider | None = None
         self._provider_made = False
+        self.provider_error: str | None = None
+        self.chat_model: ChatModel | None = None
+        # session id → the workspace path its client named (session.* after open carry none)
+        self.session_routes: dict[str, str] = {}
         self.actor_factory = actor_factory or self._default_actor
         self.watch = watch
         self.backoff_start = backoff_start
@@ -132,11 +140,14 @@ class Supervisor:
     def _make_provider(self) -> None:
         if not self._provider_made:
             self._provider = self.provider_factory(self.config)
+            self.chat_model = make_chat_model(self.config)
             self._provider_made = True
 
     def _default_actor(self, ws: Workspace, root: Path, config: Config) -> WorkspaceActor:
         self._make_provider()
-        return WorkspaceActor(ws, root, config, self._provider, watch=self.watch)
+        return WorkspaceActor(
+            ws, root, config, self._provider, watch=self.watch, chat_model=self.chat_model
+        )
 
     @property
     def provider(self) -> EmbeddingProvider | None:
@@ -148,26 +159,72 @@ class Supervisor:
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
         self._make_provider()  # a provider config that cannot work stops the daemon at start
-        async with anyio.create_task_group() as tg:
-            self._tg = tg
-            tg.start_soon(self._reap_idle)
-            task_status.started()
-            await anyio.sleep_forever()
+        try:
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                tg.start_soon(self._reap_idle)
+                task_status.started()
+                await anyio.sleep_forever()
+        finally:
+            closing = getattr(self._provider, "aclose", None)
+            if closing is not None:
+                with anyio.CancelScope(shield=True), anyio.move_on_after(2):
+                    await closing()
+
+    async def start_provider(self) -> None:
+        """Load the local model / probe an endpoint's dimension in the background, retrying
+        with backoff; actors run FTS-only until it is ready."""
+        delay = 1.0
+        while self._provider is not None:
+            try:
+                await start_provider(self._provider)
+            except (EmbeddingError, OSError) as exc:
+                self.provider_error = str(exc)
+                log.warning("embedding.start_failed", error=str(exc), retry_in=delay)
+                await anyio.sleep(delay)
+                delay = min(delay * 2, PROVIDER_RETRY_MAX)
+                continue
+            self.provider_error = None
+            log.info("embedding.ready", model=self._provider.model_id)
+            return
 
     async def start_workspaces(self) -> None:
-        """Start the actors of the workspaces listed in ``daemon.workspaces``."""
-        for path in self.config.daemon.workspaces:
+        """Start the actors of ``daemon.workspaces`` and of workspaces with open sessions
+        (their journals are recovered and their idle flushes run)."""
+        paths = list(self.config.daemon.workspaces)
+        for header in await anyio.to_thread.run_sync(open_sessions, self.root):
+            self.session_routes.setdefault(header.session_id, header.workspace)
+            if header.workspace not in paths:
+                paths.append(header.workspace)
+        for path in paths:
             try:
                 await self.actor_for(path)
             except MemorydError as exc:
                 log.warning("supervisor.workspace_failed", workspace=path, error=str(exc))
 
+    async def actor_for_session(self, session_id: str) -> WorkspaceActor:
+        """The actor holding an open session (session.* methods after open name none)."""
+        route = self.session_routes.get(session_id)
+        if route is not None:
+            actor = await self.actor_for(route)
+            if actor.sessions.has(session_id):
+                return actor
+        for slot in self.slots.values():
+            running = slot.actor
+            if running is not None and running.ready and running.sessions.has(session_id):
+                return running
+        raise NotFound(f"no open session {session_id!r}", session_id=session_id)
+
     def reload(self, config: Config) -> None:
         """Apply a reloaded config to every running actor (search settings take effect now)."""
         self.config = config
+        try:
+            self.chat_model = make_chat_model(config)
+        except MemorydError as exc:
+            log.error("config.reload_failed", key="llm", error=str(exc))
         for slot in self.slots.values():
             if slot.actor is not None:
-                slot.actor.apply_config(config)
+                slot.actor.apply_config(config, self.chat_model)
 
     # ------------------------------------------------------------------ actors
 
@@ -299,7 +356,7 @@ class Supervisor:
                     actor is not None
                     and actor.ready
                     and not slot.stopping
-                    and actor.in_flight == 0
+                    and not actor.busy
                     and now - actor.last_used >= idle
                 ):
                     log.info("actor.idle_stop", workspace=slot.workspace.key.dirname)

@@ -1,0 +1,113 @@
+"""CLI commands for sessions and dream: ``memoryd flush``, ``memoryd dream``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from memoryd.cli import EXIT_OK, Subcommands, command
+from memoryd.cli_memory import add_common, client_for, print_json, workspace_of
+
+
+@command
+def _flush_command(subcommands: Subcommands) -> None:
+    parser = subcommands.add_parser(
+        "flush", help="ask the model what an open session found worth keeping, and store it"
+    )
+    parser.add_argument("--session", required=True, metavar="ID", help="the session id")
+    add_common(parser, workspace=False)
+    parser.add_argument("--json", action="store_true", help="print the raw JSON result")
+    parser.set_defaults(handler=_flush)
+
+
+def _flush(args: argparse.Namespace) -> int:
+    with client_for(args, timeout=None) as client:
+        result = client.call("session.flush", session_id=args.session)
+    if args.json:
+        print_json(result)
+    elif result.get("path"):
+        print(f"{result['outcome']}: {result['path']}")
+    else:
+        print(result["outcome"])
+    return EXIT_OK
+
+
+@command
+def _dream_command(subcommands: Subcommands) -> None:
+    parser = subcommands.add_parser(
+        "dream",
+        help="consolidate the workspace's session logs into its MEMORY.md now "
+        "(skips the time and session gates, never the lock)",
+    )
+    add_common(parser)
+    what = parser.add_mutually_exclusive_group()
+    what.add_argument("--force", action="store_true", help="run even when dream.enabled is false")
+    what.add_argument(
+        "--undo", action="store_true", help="restore the MEMORY.md the last dream replaced"
+    )
+    what.add_argument(
+        "--status", action="store_true", help="show the gates, the lock and the last consolidation"
+    )
+    parser.add_argument("--json", action="store_true", help="print the raw JSON result")
+    parser.set_defaults(handler=_dream)
+
+
+def _dream(args: argparse.Namespace) -> int:
+    workspace = workspace_of(args)
+    with client_for(args, timeout=None) as client:
+        if args.undo:
+            result = client.call("dream.undo", workspace=workspace)
+        elif args.status:
+            result = client.call("dream.status", workspace=workspace)
+        else:
+            result = client.call("dream.run", workspace=workspace, force=args.force)
+    if args.json:
+        print_json(result)
+    elif args.undo:
+        print(f"restored {result['path']} from {result['restored']}")
+        consumed = result.get("consumed") or []
+        if consumed:
+            print("that dream had consumed (and deleted) these session logs:")
+            for name in consumed:
+                print(f"  {name}")
+    elif args.status:
+        print(render_dream_status(result))
+    else:
+        _print_run(result)
+    return EXIT_OK
+
+
+def _print_run(result: dict[str, Any]) -> None:
+    outcome, reason = result.get("outcome"), result.get("reason")
+    print(f"dream: {outcome}" + (f" ({reason})" if reason else ""))
+    for key in ("consumed", "deleted", "kept", "waiting"):
+        values = result.get(key) or []
+        if values:
+            print(f"  {key}: {', '.join(str(v).rsplit('/', 1)[-1] for v in values)}")
+    if result.get("backup"):
+        print(f"  previous MEMORY.md saved as {result['backup']}")
+    if result.get("error"):
+        print(f"  error: {result['error']}", file=sys.stderr)
+
+
+def render_dream_status(status: dict[str, Any]) -> str:
+    lines = [f"dream enabled: {status.get('enabled')}"]
+    for name, gate in (status.get("gates") or {}).items():
+        lines.append(f"  gate {name}: {gate}")
+    lock = status.get("lock") or {}
+    if lock.get("exists"):
+        lines.append(
+            f"  lock: pid {lock.get('pid')} alive={lock.get('alive')} "
+            f"age={lock.get('age')} stale={lock.get('stale')}"
+        )
+    else:
+        lines.append("  lock: none")
+    lines.append(f"  last consolidation: {status.get('last_consolidation') or 'never'}")
+    last = status.get("last_run") or {}
+    if last:
+        lines.append(
+            f"  last run: {last.get('time')} {last.get('outcome')} {last.get('reason') or ''}"
+        )
+    lines.append(f"  next periodic check: {status.get('next_check') or 'off'}")
+    return "\n".join(lines)
