@@ -5,9 +5,9 @@
 :func:`resolve` layers defaults < file < ``MEMORYD_*`` environment < flags and validates every
 value; errors are :class:`~memoryd.errors.ConfigError` naming the dotted key. The environment,
 the platform and the home directory are passed in: nothing here reads them (see
-``memoryd.store.configfile`` for the I/O). :func:`default_paths` / :func:`effective_paths`
-place the memory root, state dir, socket and config file; :func:`render_toml` and
-:func:`as_dict` serve ``memoryd config show``.
+``memoryd.store.configfile`` for the I/O; :mod:`memoryd.core.paths` places the memory root,
+state dir, socket and config file). :func:`render_toml` and :func:`as_dict` serve
+``memoryd config show``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import tomllib
 from collections.abc import Iterator, Mapping
 from dataclasses import MISSING, Field, dataclass, field, fields, is_dataclass
 from datetime import date, datetime, time
-from pathlib import PurePosixPath
 from types import MappingProxyType
 from typing import Any, Literal
 
@@ -509,80 +508,6 @@ def resolve(
         )
     config: Config = _build(Config, "", values)
     return Resolved(config, MappingProxyType(sources))
-
-
-# --- paths -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Paths:
-    """Where memoryd keeps things; every field is an absolute path string."""
-
-    memory_root: str
-    state_dir: str
-    runtime_dir: str
-    socket_path: str
-    config_file: str
-    home: str = ""  # the user's home, used to expand ~ in configured paths
-
-
-def default_paths(env: Mapping[str, str], platform: str, home: str) -> Paths:
-    """The default paths for this environment (``MEMORYD_HOME``, XDG variables, platform)."""
-    if env.get("MEMORYD_HOME"):
-        base = PurePosixPath(_expand(env["MEMORYD_HOME"], home))
-        config = env.get("MEMORYD_CONFIG") or str(base / "config.toml")
-        return Paths(
-            memory_root=str(base / "memory"),
-            state_dir=str(base / "state"),
-            runtime_dir=str(base / "run"),
-            socket_path=str(base / "run" / "memoryd.sock"),
-            config_file=_expand(config, home),
-            home=home,
-        )
-
-    def xdg(name: str, fallback: PurePosixPath) -> PurePosixPath:
-        value = env.get(name, "")  # relative XDG paths are invalid and ignored
-        return PurePosixPath(value, "memoryd") if value.startswith("/") else fallback
-
-    if platform == "darwin":
-        support = PurePosixPath(home, "Library", "Application Support", "memoryd")
-        data = xdg("XDG_DATA_HOME", support)
-        state = xdg("XDG_STATE_HOME", support / "state")
-    else:
-        data = xdg("XDG_DATA_HOME", PurePosixPath(home, ".local", "share", "memoryd"))
-        state = xdg("XDG_STATE_HOME", PurePosixPath(home, ".local", "state", "memoryd"))
-    runtime = xdg("XDG_RUNTIME_DIR", state)
-    config_dir = xdg("XDG_CONFIG_HOME", PurePosixPath(home, ".config", "memoryd"))
-    config = env.get("MEMORYD_CONFIG") or str(config_dir / "config.toml")
-    return Paths(
-        memory_root=str(data / "memory"),
-        state_dir=str(state),
-        runtime_dir=str(runtime),
-        socket_path=str(runtime / "memoryd.sock"),
-        config_file=_expand(config, home),
-        home=home,
-    )
-
-
-def _expand(path: str, home: str) -> str:
-    if home and (path == "~" or path.startswith("~/")):
-        return home + path[1:]
-    return path
-
-
-def effective_paths(config: Config, defaults: Paths) -> Paths:
-    """``defaults`` with ``memory.root`` and ``daemon.socket`` applied when they are set."""
-    root = _expand(config.memory.root, defaults.home) or defaults.memory_root
-    socket = _expand(config.daemon.socket, defaults.home)
-    runtime = str(PurePosixPath(socket).parent) if socket else defaults.runtime_dir
-    return Paths(
-        memory_root=root,
-        state_dir=defaults.state_dir,
-        runtime_dir=runtime,
-        socket_path=socket or defaults.socket_path,
-        config_file=defaults.config_file,
-        home=defaults.home,
-    )
 
 
 # --- rendering ---------------------------------------------------------------------------------

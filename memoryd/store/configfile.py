@@ -18,13 +18,11 @@ from typing import Any
 
 from memoryd.core.config import (
     Config,
-    Paths,
     Resolved,
-    default_paths,
-    effective_paths,
     parse_toml,
     resolve,
 )
+from memoryd.core.paths import Paths, default_paths, effective_paths
 from memoryd.errors import ConfigError
 
 

@@ -12,15 +12,13 @@ from hypothesis import strategies as st
 from memoryd.core.config import (
     LEAVES,
     Config,
-    Paths,
     as_dict,
-    default_paths,
-    effective_paths,
     env_name,
     parse_toml,
     render_toml,
     resolve,
 )
+from memoryd.core.paths import Paths, default_paths, effective_paths
 from memoryd.errors import ConfigError
 
 
