@@ -30,16 +30,11 @@ that took the lock, plus one per undo).
 from __future__ import annotations
 
 import dataclasses
-import fcntl
-import json
 import os
-import re
-import secrets
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -64,10 +59,22 @@ from memoryd.core.dreaming import (
 )
 from memoryd.errors import ModelNotConfigured, NotFound, StorageError
 from memoryd.providers.llm import ChatModel
-from memoryd.runtime.lockfile import DreamLock, PidChecker, process_alive
+from memoryd.runtime.lockfile import DreamLock, PidChecker, commit_guard, process_alive
 from memoryd.runtime.memory import file_lock
 from memoryd.store.files import atomic_write_bytes, atomic_write_text, read_bytes
+from memoryd.store.history import (
+    JOURNAL,
+    append_journal,
+    backups,
+    iso,
+    prune_backups,
+    read_journal,
+    save_backup,
+    utc,
+)
 from memoryd.store.layout import Workspace
+
+__all__ = ["JOURNAL", "RECENT_SECS", "DreamResult", "Dreamer", "backups", "read_journal"]
 
 log = structlog.get_logger(__name__)
 
@@ -143,88 +150,6 @@ def _digest(data: bytes | None) -> str | None:
     return None if data is None else blake3(data).hexdigest()
 
 
-def _utc(stamp: float) -> datetime:
-    return datetime.fromtimestamp(stamp, UTC)
-
-
-# ---------------------------------------------------------------------------- .history/
-
-JOURNAL = "dreams.jsonl"
-_BACKUP = re.compile(r"\AMEMORY\.\d{8}T\d{6}\.\d{6}Z(?:-\d+)?\.md\Z")
-
-
-def iso(stamp: float) -> str:
-    """A Unix time as ``YYYY-MM-DDTHH:MM:SSZ`` (UTC)."""
-    return _utc(stamp).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def save_backup(history_dir: Path, data: bytes | None, now: float) -> str | None:
-    """Copy ``data`` (the old ``MEMORY.md``) to ``.history/MEMORY.<stamp>.md``; its name."""
-    if data is None:
-        return None
-    base = _utc(now).strftime("MEMORY.%Y%m%dT%H%M%S.%fZ")
-    name, n = f"{base}.md", 0
-    while (history_dir / name).exists():
-        n += 1
-        name = f"{base}-{n}.md"
-    atomic_write_bytes(history_dir / name, data)
-    return name
-
-
-def backups(history_dir: Path) -> list[str]:
-    """The backup names in ``.history/``, oldest first."""
-    try:
-        names = [n for n in os.listdir(history_dir) if _BACKUP.match(n)]
-    except FileNotFoundError:
-        return []
-    return sorted(names)
-
-
-def prune_backups(history_dir: Path, keep: int) -> None:
-    """Delete all but the newest ``keep`` backups."""
-    names = backups(history_dir)
-    for name in names[: max(0, len(names) - keep)]:
-        (history_dir / name).unlink(missing_ok=True)
-
-
-def append_journal(history_dir: Path, entry: dict[str, Any]) -> None:
-    """Append one JSON line to ``.history/dreams.jsonl`` (one ``write`` with ``O_APPEND``)."""
-    history_dir.mkdir(mode=0o700, exist_ok=True)
-    line = json.dumps({"id": secrets.token_hex(6), **entry}, ensure_ascii=False) + "\n"
-    fd = os.open(
-        history_dir / JOURNAL, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600
-    )
-    try:
-        os.write(fd, line.encode("utf-8"))
-    finally:
-        os.close(fd)
-
-
-def read_journal(history_dir: Path) -> list[dict[str, Any]]:
-    """Every well-formed entry of the dream journal, oldest first (bad lines skipped)."""
-    data = read_bytes(history_dir / JOURNAL)
-    entries: list[dict[str, Any]] = []
-    for line in (data or b"").decode("utf-8", "replace").splitlines():
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(entry, dict):
-            entries.append(entry)
-    return entries
-
-
-@contextmanager
-def commit_guard(directory: Path) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``directory`` (released on exit or if the process dies)."""
-    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | os.O_CLOEXEC)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
-
-
 class Dreamer:
     """Runs dreams, undo and status for one workspace (see the module docstring)."""
 
@@ -273,7 +198,7 @@ class Dreamer:
         for entry in entries:
             try:
                 if is_session_log(entry.name) and entry.is_file(follow_symlinks=False):
-                    out[entry.name] = _utc(entry.stat(follow_symlinks=False).st_mtime)
+                    out[entry.name] = utc(entry.stat(follow_symlinks=False).st_mtime)
             except FileNotFoundError:
                 continue
         return out
@@ -291,8 +216,8 @@ class Dreamer:
         return check_gates(
             enabled=self.config.enabled or force,
             subagent=subagent,
-            last_consolidation=None if last is None else _utc(last),
-            now=_utc(self.clock()),
+            last_consolidation=None if last is None else utc(last),
+            now=utc(self.clock()),
             min_hours=self.config.min_hours,
             session_mtimes=self._session_mtimes(),
             ending_session=ending_session,
@@ -390,7 +315,7 @@ class Dreamer:
             await anyio.to_thread.run_sync(settle, False)
             return self._result("skipped", "nothing_to_do", gates=gate, waiting=inp.waiting)
         common: dict[str, Any] = {"gates": gate, "consumed": inp.consumed, "waiting": inp.waiting}
-        now = _utc(self.clock())
+        now = utc(self.clock())
 
         async def finish(success: bool, outcome: Outcome, reason: str, **extra: Any) -> None:
             def work() -> None:
@@ -447,7 +372,7 @@ class Dreamer:
                 self._journal("conflict", "superseded", inp)
                 return self._result("conflict", "superseded", **common)
             now = self.clock()
-            new_text = with_footer(text, inp.consumed, _utc(now))
+            new_text = with_footer(text, inp.consumed, utc(now))
             try:
                 ws.history_dir.mkdir(mode=0o700, exist_ok=True)
                 backup = save_backup(ws.history_dir, current, now)

@@ -1,0 +1,1 @@
+"""Test support shared by several test packages (a real fake model server, …)."""
