@@ -2,6 +2,8 @@
 
 They need no workspace actor: discovery reads the project's and the user's ``.grok`` files
 at call time (in a worker thread), so an edited definition applies to the next spawn.
+Parameter errors name the parameter in ``error.data.param`` like every other method's,
+down to the override (``overrides.reasoning_effort``).
 """
 
 from __future__ import annotations
@@ -38,6 +40,13 @@ def _workspace(params: dict[str, Any]) -> Path:
     return path
 
 
+def _naming_param(exc: InvalidParams) -> InvalidParams:
+    """The same error with the offending key as ``param`` (the core names it ``key``)."""
+    if "param" in exc.data or "key" not in exc.data:
+        return exc
+    return InvalidParams(exc.message, param=exc.data["key"])
+
+
 def register_agent_methods(
     table: MethodTable, config: Callable[[], Config], config_dir: Callable[[], Path | None]
 ) -> None:
@@ -52,19 +61,26 @@ def register_agent_methods(
         raw_overrides = params.get("overrides")
         if raw_overrides is not None and not isinstance(raw_overrides, dict):
             raise InvalidParams("parameter 'overrides' must be an object", param="overrides")
-        overrides = Overrides.from_mapping(raw_overrides)
+        try:
+            overrides = Overrides.from_mapping(raw_overrides)
+        except InvalidParams as exc:
+            raise _naming_param(exc) from None
         cfg = config()
 
         def run() -> dict[str, Any]:
-            return resolve(
-                workspace,
-                subagent_type,
-                overrides,
-                cfg.agents,
-                user_dir_of(cfg),
-                parent_model,
-                config_dir=config_dir(),
-            ).to_dict()
+            try:
+                answer = resolve(
+                    workspace,
+                    subagent_type,
+                    overrides,
+                    cfg.agents,
+                    user_dir_of(cfg),
+                    parent_model,
+                    config_dir=config_dir(),
+                )
+            except InvalidParams as exc:
+                raise _naming_param(exc) from None
+            return answer.to_dict()
 
         return await anyio.to_thread.run_sync(run)
 
