@@ -1,12 +1,21 @@
-"""CLI commands for sub-agent runtime configuration: ``memoryd agents list|resolve``."""
+"""CLI commands for sub-agent runtime configuration: ``memoryd agents list|resolve``.
+
+``list`` shows every definition, role and persona visible from the workspace with where it
+came from (project, user, bundled or config, and the file); malformed files are listed as
+errors on stderr beside the rest, and make the exit status 1. ``resolve`` prints the
+effective runtime config (SPEC §9) as a table or ``--json``; a ``persona_error`` (the
+caller must not spawn) makes the exit status 1 too.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from memoryd.cli import EXIT_ERROR, EXIT_OK, Subcommands, command
 from memoryd.cli_memory import add_common, client_for, print_json, workspace_of
+from memoryd.errors import NotFound
 
 EFFORTS = ("low", "medium", "high", "xhigh", "max")
 CAPABILITIES = ("read-only", "read-write", "execute", "all")
@@ -46,17 +55,19 @@ def _list(args: argparse.Namespace) -> int:
         result = client.call("agents.list", workspace=workspace_of(args))
     if args.json:
         print_json(result)
-        return EXIT_OK
-    for title, key in (("agents", "agents"), ("roles", "roles"), ("personas", "personas")):
-        entries = result[key]
-        print(f"{title}:" if entries else f"{title}: none")
-        for entry in entries:
-            where = entry.get("path") or ""
-            print(f"  {entry['name']:<20} {entry['origin']:<8} {entry.get('description') or ''}")
-            if where:
-                print(f"  {'':<20} {where}")
+    else:
+        for key in ("agents", "roles", "personas"):
+            entries = result[key]
+            print(f"{key}:" if entries else f"{key}: none")
+            for entry in entries:
+                line = (
+                    f"  {entry['name']:<20} {entry['origin']:<8} {entry.get('description') or ''}"
+                )
+                print(line.rstrip())
+                if entry.get("path"):
+                    print(f"  {'':<20} {entry['path']}")
     for problem in result["errors"]:
-        print(f"error: {problem['message']}")
+        print(f"memoryd: error: {problem['message']}", file=sys.stderr)
     return EXIT_ERROR if result["errors"] else EXIT_OK
 
 
@@ -80,7 +91,13 @@ def _resolve(args: argparse.Namespace) -> int:
     if args.parent_model:
         params["parent_model"] = args.parent_model
     with client_for(args) as client:
-        result = client.request("agents.resolve", params)
+        try:
+            result = client.request("agents.resolve", params)
+        except NotFound as exc:
+            known = exc.data.get("available")
+            if not known:
+                raise
+            raise NotFound(f"{exc} (known here: {', '.join(known)})") from None
     if args.json:
         print_json(result)
     else:
@@ -93,6 +110,7 @@ def _resolve(args: argparse.Namespace) -> int:
                 if "\n" in shown:
                     shown = shown.replace("\n", "\n" + " " * 21)
                 print(f"{key:<20} {shown}")
-    if result.get("persona_error"):
-        return EXIT_ERROR  # fail-closed: the caller must not spawn
+    if result.get("persona_error"):  # fail-closed: the caller must not spawn
+        print(f"memoryd: error: {result['persona_error']}: do not spawn", file=sys.stderr)
+        return EXIT_ERROR
     return EXIT_OK
