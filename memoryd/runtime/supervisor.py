@@ -31,6 +31,7 @@ from memoryd.runtime.actor import WorkspaceActor
 from memoryd.runtime.watcher import watch_memory
 from memoryd.store.journal import open_sessions
 from memoryd.store.layout import Workspace, resolve_workspace
+from memoryd.store.registry import record_workspace
 
 log = structlog.get_logger(__name__)
 
@@ -135,6 +136,7 @@ class Supervisor:
         # Workspace paths as clients spell them → slot key, while the slot's actor runs: a
         # workspace's identity (canonical path, git origin) is fixed for an actor's life.
         self._known: dict[str, str] = {}
+        self._registered: set[str] = set()  # recorded in workspaces.json in this daemon life
         self._tg: anyio.abc.TaskGroup | None = None
 
     def _make_provider(self) -> None:
@@ -241,6 +243,10 @@ class Supervisor:
             return slot.actor
         ws = await anyio.to_thread.run_sync(resolve_workspace, workspace_path, self.root)
         key = ws.key.dirname
+        if key not in self._registered:  # the confluence's registry (SPEC §10), once per life
+            self._registered.add(key)
+            if not await anyio.to_thread.run_sync(record_workspace, self.root, ws):
+                self._registered.discard(key)
         slot = self.slots.get(key)
         if slot is None:
             slot = self.slots[key] = Slot(workspace=ws)
