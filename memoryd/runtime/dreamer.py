@@ -59,6 +59,7 @@ from memoryd.core.dreaming import (
 )
 from memoryd.errors import ModelNotConfigured, NotFound, StorageError
 from memoryd.providers.llm import ChatModel
+from memoryd.runtime import failpoints
 from memoryd.runtime.lockfile import DreamLock, PidChecker, commit_guard, process_alive
 from memoryd.runtime.memory import file_lock
 from memoryd.store.files import atomic_write_bytes, atomic_write_text, read_bytes
@@ -67,6 +68,7 @@ from memoryd.store.history import (
     append_journal,
     backups,
     iso,
+    last_settled,
     prune_backups,
     read_journal,
     save_backup,
@@ -203,6 +205,14 @@ class Dreamer:
                 continue
         return out
 
+    def last_consolidation(self) -> float | None:
+        """When the last dream settled (synchronous). The lock's mtime while its body is
+        empty; while it names a holder — a dream running now, or one that crashed — that
+        mtime is only when the holder began, so the journal says instead."""
+        if self.lock.inspect().pid is None:
+            return self.lock.last_consolidation()
+        return last_settled(read_journal(self.workspace.history_dir))
+
     def gates(
         self,
         *,
@@ -212,7 +222,7 @@ class Dreamer:
         force: bool = False,
     ) -> GateOutcome:
         """The gate decision now (synchronous: stats the lock and the session logs)."""
-        last = self.lock.last_consolidation()
+        last = self.last_consolidation()
         return check_gates(
             enabled=self.config.enabled or force,
             subagent=subagent,
@@ -254,12 +264,17 @@ class Dreamer:
             chars=result.chars,
             took_ms=round((time.perf_counter() - started) * 1000, 3),
         )
-        if result.outcome == "written" and self.reindex is not None:
-            try:
-                await self.reindex(result.reindex_paths)
-            except Exception as exc:  # noqa: BLE001 - the index is derived; the watcher catches up
-                self.log.warning("dream.reindex_failed", error=str(exc))
+        if result.outcome == "written":
+            await self._reindex(result.reindex_paths)
         return result
+
+    async def _reindex(self, paths: Sequence[Path]) -> None:
+        if self.reindex is None:
+            return
+        try:
+            await self.reindex(paths)
+        except Exception as exc:  # noqa: BLE001 - the index is derived; the watcher catches up
+            self.log.warning("dream.reindex_failed", error=str(exc))
 
     def _result(self, outcome: Outcome, reason: str | None = None, **kw: Any) -> DreamResult:
         return DreamResult(outcome, self.workspace.memory_file, reason, **kw)
@@ -285,6 +300,11 @@ class Dreamer:
         acq = await anyio.to_thread.run_sync(lock.acquire)
         if not acq.acquired:
             return self._result("skipped", acq.outcome, gates=gate, holder=acq.holder)
+        prior = acq.prior
+        if acq.reclaimed is not None:  # a crashed holder's mtime is no consolidation
+            prior = await anyio.to_thread.run_sync(
+                lambda: last_settled(read_journal(self.workspace.history_dir))
+            )
         settled = [False]  # set by whichever step releases or rolls back the lock
 
         def settle(success: bool) -> None:
@@ -294,9 +314,12 @@ class Dreamer:
             if success:
                 lock.release()
             else:
-                lock.rollback(acq.prior)
+                lock.rollback(prior)
 
         try:
+            finished = await anyio.to_thread.run_sync(self._finish_interrupted_clean_up)
+            if finished:
+                await self._reindex(finished)
             return await self._locked(model, gate, settle)
         finally:
             if not settled[0]:
@@ -376,6 +399,7 @@ class Dreamer:
             try:
                 ws.history_dir.mkdir(mode=0o700, exist_ok=True)
                 backup = save_backup(ws.history_dir, current, now)
+                failpoints.hit("dream.before_write")
                 atomic_write_text(ws.memory_file, new_text)
             except (StorageError, OSError) as exc:
                 settle(False)
@@ -386,48 +410,102 @@ class Dreamer:
                 prune_backups(ws.history_dir, self.config.keep_history)
             except OSError as exc:
                 self.log.warning("dream.prune_failed", error=str(exc))
-            deleted, kept = self._clean_up(inp.consumed, got.log_hashes, now)
-            settle(True)
+            # Journal before deleting: a crash during the cleanup leaves a journalled dream
+            # (undo finds it) whose remaining logs the next dream deletes unread.
+            doomed, kept = self._plan_clean_up(inp.consumed, got.log_hashes, now)
             self._journal(
                 "written",
                 None,
                 inp,
                 backup=backup,
                 chars=len(new_text),
-                deleted=[p.name for p in deleted],
+                deleted=list(doomed),
                 kept=list(kept),
+                memory_hash=_digest(new_text.encode("utf-8")),
+                deleted_hashes=doomed,
             )
+            deleted, late = self._delete(doomed)
+            settle(True)
         return self._result(
             "written",
             None,
             deleted=deleted,
-            kept=kept,
+            kept=(*kept, *late),
             backup=backup,
             chars=len(new_text),
             **common,
         )
 
-    def _clean_up(
+    def _plan_clean_up(
         self, consumed: Sequence[str], hashes: dict[str, str], now: float
-    ) -> tuple[tuple[Path, ...], tuple[str, ...]]:
-        """Delete consumed logs unchanged since gathering and not modified recently."""
-        deleted: list[Path] = []
+    ) -> tuple[dict[str, str], tuple[str, ...]]:
+        """Which consumed logs to delete — those unchanged since gathering and not modified
+        in the last :data:`RECENT_SECS` — with their content hashes; and the kept ones."""
+        doomed: dict[str, str] = {}
         kept: list[str] = []
         for name in consumed:
             path = self.workspace.sessions_dir / name
             try:
                 recent = path.stat().st_mtime > now - self.recent_secs
-                if recent or _digest(read_bytes(path)) != hashes.get(name):
-                    kept.append(name)
+                digest = _digest(read_bytes(path))
+            except FileNotFoundError:
+                continue
+            except (OSError, StorageError) as exc:
+                self.log.warning("dream.delete_failed", path=str(path), error=str(exc))
+                kept.append(name)
+                continue
+            if recent or digest is None or digest != hashes.get(name):
+                kept.append(name)
+            else:
+                doomed[name] = digest
+        return doomed, tuple(kept)
+
+    def _delete(self, doomed: dict[str, str]) -> tuple[tuple[Path, ...], tuple[str, ...]]:
+        """Delete the logs whose content still has the given hash: ``(deleted, kept)``."""
+        deleted: list[Path] = []
+        kept: list[str] = []
+        for name, digest in doomed.items():
+            path = self.workspace.sessions_dir / name
+            try:
+                if _digest(read_bytes(path)) != digest:
+                    kept.append(name)  # written to at the last moment: keep it
                     continue
                 path.unlink()
                 deleted.append(path)
+                failpoints.hit("dream.cleanup")
             except FileNotFoundError:
                 continue
             except (OSError, StorageError) as exc:
                 self.log.warning("dream.delete_failed", path=str(path), error=str(exc))
                 kept.append(name)
         return tuple(deleted), tuple(kept)
+
+    def _finish_interrupted_clean_up(self) -> tuple[Path, ...]:
+        """Delete the logs a journalled dream meant to delete but did not (it was killed
+        during its cleanup) — only while ``MEMORY.md`` is still exactly what that dream
+        wrote, and only logs whose content is still what it consumed."""
+        ws = self.workspace
+        with commit_guard(ws.dir):
+            entry = last_undoable(read_journal(ws.history_dir))
+            doomed = entry.get("deleted_hashes") if entry is not None else None
+            if not isinstance(doomed, dict) or not doomed:
+                return ()
+            assert entry is not None
+            if _digest(read_bytes(ws.memory_file)) != entry.get("memory_hash"):
+                return ()
+            safe = {
+                name: digest
+                for name, digest in doomed.items()
+                if isinstance(name, str)
+                and isinstance(digest, str)
+                and is_session_log(name)
+                and "/" not in name
+                and (ws.sessions_dir / name).exists()
+            }
+            deleted, _ = self._delete(safe)
+        if deleted:
+            self.log.info("dream.cleanup_finished", deleted=len(deleted))
+        return deleted
 
     def _journal(self, outcome: str, reason: str | None, inp: DreamInput, **extra: Any) -> None:
         entry = {
@@ -460,11 +538,7 @@ class Dreamer:
         async with file_lock(self.workspace.memory_file):
             out = await anyio.to_thread.run_sync(self._undo)
         self.log.info("dream.undo", restored=out["restored"], dream_time=out["dream_time"])
-        if self.reindex is not None:
-            try:
-                await self.reindex([self.workspace.memory_file])
-            except Exception as exc:  # noqa: BLE001 - the index is derived; the watcher catches up
-                self.log.warning("dream.reindex_failed", error=str(exc))
+        await self._reindex([self.workspace.memory_file])
         return out
 
     def _undo(self) -> dict[str, Any]:
@@ -515,12 +589,11 @@ class Dreamer:
         gate = self.gates()
         info = self.lock.inspect()
         entries = read_journal(self.workspace.history_dir)
-        last_written = next((e for e in reversed(entries) if e.get("outcome") == "written"), None)
-        last: str | None
-        if info.exists and info.pid is None and info.mtime is not None:
-            last = iso(info.mtime)  # a released lock's mtime is the last consolidation
+        if info.pid is None:
+            stamp = info.mtime  # a released lock's mtime is the last consolidation
         else:
-            last = last_written.get("time") if last_written else None
+            stamp = last_settled(entries)
+        last = None if stamp is None else iso(stamp)
         last_run = entries[-1] if entries else None
         return {
             "enabled": self.config.enabled,

@@ -128,6 +128,9 @@ class Acquisition:
     outcome: AcquireOutcome
     prior: float | None = None
     holder: int | None = None
+    reclaimed: int | None = None
+    """The PID of a dead or stale holder whose lock was taken over: ``prior`` is then only
+    when that holder's dream began, not a consolidation."""
 
     @property
     def acquired(self) -> bool:
@@ -172,7 +175,9 @@ class DreamLock:
         return LockInfo(True, pid, mtime, alive, age, age >= self.stale_secs)
 
     def last_consolidation(self) -> float | None:
-        """The lock's mtime: the last successful consolidation (None = never)."""
+        """The lock's mtime: the last successful consolidation (None = never) — as long as
+        the body is empty; while it names a holder, the mtime is when that holder's dream
+        began (see :meth:`memoryd.runtime.dreamer.Dreamer.last_consolidation`)."""
         return self._stat_mtime()
 
     # ------------------------------------------------------------------ writing
@@ -206,7 +211,7 @@ class DreamLock:
             if holder != self.pid:
                 self._unclaim_here()
                 return Acquisition("lost_race", info.mtime, holder)
-            return Acquisition("acquired", info.mtime, self.pid)
+            return Acquisition("acquired", info.mtime, self.pid, reclaimed=info.pid)
         except BaseException:
             self._unclaim_here()
             raise

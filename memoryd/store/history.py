@@ -19,6 +19,8 @@ from typing import Any
 from memoryd.store.files import atomic_write_bytes, read_bytes
 
 JOURNAL = "dreams.jsonl"
+#: Journal outcomes whose dream released the lock with the time advanced (a consolidation).
+SETTLED = frozenset({"written", "nothing_to_store", "rejected", "refused"})
 _BACKUP = re.compile(r"\AMEMORY\.\d{8}T\d{6}\.\d{6}Z(?:-\d+)?\.md\Z")
 
 
@@ -101,3 +103,13 @@ def read_journal(history_dir: Path) -> list[dict[str, Any]]:
         if isinstance(entry, dict):
             entries.append(entry)
     return entries
+
+
+def last_settled(entries: list[dict[str, Any]]) -> float | None:
+    """The time of the newest journalled dream that advanced the lock (None = none)."""
+    for entry in reversed(entries):
+        if entry.get("outcome") in SETTLED:
+            stamp = parse_iso(entry.get("time"))
+            if stamp is not None:
+                return stamp
+    return None
