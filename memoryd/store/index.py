@@ -39,6 +39,7 @@ from memoryd.store.connection import Capabilities, Connection, DatabaseError, co
 log = structlog.get_logger(__name__)
 
 CURATED = ("global", "workspace")
+STALE_VECTORS = "vectors_stale"  # meta key: chunks were deleted while sqlite-vec was missing
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,10 +130,9 @@ class Index:
             conn.close()
             raise
         self._conn, self.caps = conn, caps
-        row = conn.execute("SELECT value FROM meta WHERE key = 'embedding_model'").fetchone()
-        dims = conn.execute("SELECT value FROM meta WHERE key = 'embedding_dims'").fetchone()
-        if row and dims and caps.vec and self._vec_table_exists():
-            self.vec_model, self.vec_dims = row[0], int(dims[0])
+        # Vectors as recorded; the owner confirms or changes this with the provider it has.
+        identity = self.embedding_identity() if caps.vec else None
+        self.vec_model, self.vec_dims = identity if identity else (None, None)
 
     def _discard_files(self) -> None:
         for suffix in ("", "-wal", "-shm", "-journal"):
@@ -301,9 +301,21 @@ class Index:
         for seq in seqs:
             # rowid lookups: never a scan of the FTS or vec table.
             conn.execute("DELETE FROM chunks_fts WHERE rowid = ?", (seq,))
-            if self.vec_dims is not None:
-                conn.execute("DELETE FROM chunks_vec WHERE rowid = ?", (seq,))
             conn.execute("DELETE FROM chunks WHERE seq = ?", (seq,))
+        self._delete_vectors(seqs)
+
+    def _delete_vectors(self, seqs: Sequence[int]) -> None:
+        """Drop the vectors of deleted chunks, with or without a provider right now: a chunk
+        ``seq`` can be reused, and must never inherit a stale vector."""
+        if not seqs or not self._vec_table_exists():
+            return
+        if self.caps is None or not self.caps.vec:
+            # sqlite-vec did not load this time: the table cannot be touched. Remember that
+            # it holds stale rows; the next identity check rebuilds it.
+            self._set_meta([(STALE_VECTORS, "1")])
+            return
+        for seq in seqs:
+            self.conn.execute("DELETE FROM chunks_vec WHERE rowid = ?", (seq,))
 
     def _delete_path(self, rel: str) -> int:
         """Drop a file's chunks; returns how many (or -1 when the file was not indexed)."""
@@ -473,12 +485,43 @@ class Index:
         row = self.conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'chunks_vec'").fetchone()
         return row is not None
 
-    def set_embedding_identity(self, model_id: str | None, dims: int | None) -> bool:
-        """Record the provider's identity; on a change drop old vectors. True if it changed."""
+    def _meta(self, key: str) -> str | None:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def _set_meta(self, items: Sequence[tuple[str, str]]) -> None:
+        self.conn.executemany(
+            "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) "
+            "DO UPDATE SET value = excluded.value",
+            items,
+        )
+
+    def embedding_identity(self) -> tuple[str, int] | None:
+        """The identity record: the model id and dimension the stored vectors belong to."""
+        model, dims = self._meta("embedding_model"), self._meta("embedding_dims")
+        if model is None or dims is None or not self._vec_table_exists():
+            return None
+        return model, int(dims)
+
+    def set_embedding_identity(
+        self, model_id: str | None, dims: int | None, *, force: bool = False
+    ) -> bool:
+        """Use vectors of ``model_id``/``dims`` from now on; True when they must be rebuilt.
+
+        The identity record in ``meta`` says which model the stored vectors belong to. The
+        same model and dimension (after a restart, or after a while without a provider) keep
+        every stored vector; a different one — or ``force`` (``reindex --embeddings``), or
+        stale rows left while sqlite-vec could not load — drops them all in one transaction
+        and records the new identity, and every chunk is then pending again (re-embedded in
+        the background, newest first, resumably). ``None`` (no provider, or not ready yet)
+        turns vector search off and keeps the record and the vectors.
+        """
         if model_id is None or dims is None or self.caps is None or not self.caps.vec:
             self.vec_model, self.vec_dims = None, None
             return False
-        if (model_id, dims) == (self.vec_model, self.vec_dims):
+        stale = self._meta(STALE_VECTORS) is not None
+        if not force and not stale and self.embedding_identity() == (model_id, dims):
+            self.vec_model, self.vec_dims = model_id, dims
             return False
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
@@ -488,11 +531,8 @@ class Index:
                 f"CREATE VIRTUAL TABLE chunks_vec USING vec0(embedding float[{int(dims)}])"
             )
             conn.execute("UPDATE chunks SET vec_model = NULL WHERE vec_model IS NOT NULL")
-            conn.executemany(
-                "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) "
-                "DO UPDATE SET value = excluded.value",
-                [("embedding_model", model_id), ("embedding_dims", str(dims))],
-            )
+            self._set_meta([("embedding_model", model_id), ("embedding_dims", str(dims))])
+            conn.execute("DELETE FROM meta WHERE key = ?", (STALE_VECTORS,))
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -506,7 +546,7 @@ class Index:
             return []
         rows = self.conn.execute(
             "SELECT seq, hash, text FROM chunks WHERE vec_model IS NULL "
-            "ORDER BY chunk_time DESC LIMIT ?",
+            "ORDER BY chunk_time DESC, seq DESC LIMIT ?",
             (limit,),
         )
         return [PendingVector(int(seq), h, t) for seq, h, t in rows]
