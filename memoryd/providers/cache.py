@@ -19,7 +19,7 @@ import anyio.to_thread
 import blake3
 
 from memoryd.errors import EmbeddingError, StorageError
-from memoryd.providers.embeddings import EmbeddingProvider
+from memoryd.providers.embeddings import EmbeddingProvider, SimilarityScale, similarity_scale
 from memoryd.store.embedcache import EmbeddingCacheStore
 
 
@@ -66,6 +66,10 @@ class CachedProvider:
     @property
     def dims_known(self) -> bool:
         return self.inner.dims_known if isinstance(self.inner, Probing) else True
+
+    @property
+    def similarity(self) -> SimilarityScale:
+        return similarity_scale(self.inner)
 
     async def probe(self) -> int:
         """Probe the inner provider when it needs it; returns the dimension."""

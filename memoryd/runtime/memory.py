@@ -11,6 +11,8 @@ count of what was returned to the caller.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -24,10 +26,16 @@ import structlog
 from memoryd.core.config import Config
 from memoryd.core.keywords import build_match_query
 from memoryd.core.notes import format_note, numbered_lines
-from memoryd.core.ranking import Ranked, RankParams, cosine_from_l2, rank
+from memoryd.core.ranking import Candidate, Ranked, RankParams, cosine_from_l2, rank
 from memoryd.core.templates import global_template, workspace_template
 from memoryd.errors import InvalidParams, NotFound
-from memoryd.providers.embeddings import EmbeddingProvider, normalize
+from memoryd.providers.embeddings import (
+    REFERENCE_SCALE,
+    EmbeddingProvider,
+    calibrated_cosine,
+    normalize,
+    similarity_scale,
+)
 from memoryd.store.files import append_section, ensure_file, read_text
 from memoryd.store.index import ChunkSettings, Index, SyncReport
 from memoryd.store.layout import Workspace, global_memory_file, resolve_client_path
@@ -38,6 +46,8 @@ T = TypeVar("T")
 
 SOURCES = ("global", "workspace", "session")
 SNIPPET_CHARS = 700
+SEARCH_RETRY_START = 5.0  # after a provider failure, searches skip vectors this long, doubling
+SEARCH_RETRY_MAX = 300.0
 
 # One lock per memory file, shared by every workspace in this process: two actors
 # remembering into the global MEMORY.md must not lose each other's notes.
@@ -113,19 +123,51 @@ class SearchResponse:
 
 @dataclass(slots=True)
 class EmbeddingState:
-    """What `status` shows about the provider: active model, progress, last error."""
+    """What `status` shows about the provider: active model, progress, last error.
+
+    A *run* is a stretch of batches with chunks pending (a rebuild after a model change, a
+    burst of new notes); its rate — vectors stored per second since the run's first batch
+    began — gives the ETA. Consecutive provider failures (batches or query embeddings) make
+    searches skip the query embedding for a while (``search_retry_at``), so a provider that is
+    down or hung costs one slow search, not every search.
+    """
 
     provider: str | None = None
     last_error: str | None = None
     last_error_at: float | None = None
-    embedded: int = 0
-    started_at: float | None = None  # first vector stored by this process
+    embedded: int = 0  # vectors stored by this process
+    run_started_at: float | None = None
+    run_embedded: int = 0
+    failures: int = 0  # consecutive provider failures
+    search_retry_at: float = 0.0
+
+    def begin_batch(self, now: float) -> None:
+        if self.run_started_at is None:
+            self.run_started_at, self.run_embedded = now, 0
+
+    def end_run(self) -> None:
+        self.run_started_at, self.run_embedded = None, 0
+
+    def stored(self, count: int) -> None:
+        self.embedded += count
+        self.run_embedded += count
+        self.succeeded()
+
+    def succeeded(self) -> None:
+        self.last_error, self.failures, self.search_retry_at = None, 0, 0.0
+
+    def failed(self, reason: str, now: float) -> None:
+        self.last_error, self.last_error_at = reason, now
+        self.failures += 1
+        pause = min(SEARCH_RETRY_MAX, SEARCH_RETRY_START * 2 ** (self.failures - 1))
+        self.search_retry_at = now + pause
 
     def progress(self, pending: int, total: int, now: float) -> dict[str, Any]:
-        """done/total, rate (vectors/s since the first one stored here) and ETA."""
+        """done/total, rate (vectors/s in the current run) and ETA."""
         rate = None
-        if self.started_at is not None and self.embedded and now > self.started_at:
-            rate = self.embedded / (now - self.started_at)
+        started = self.run_started_at
+        if started is not None and self.run_embedded and now > started:
+            rate = self.run_embedded / (now - started)
         return {
             "done": total - pending,
             "total": total,
@@ -136,6 +178,7 @@ class EmbeddingState:
             else (0.0 if not pending else None),
             "last_error": self.last_error,
             "last_error_at": self.last_error_at,
+            "failures": self.failures,
         }
 
 
@@ -271,18 +314,35 @@ class WorkspaceMemory:
             return None, "fts_only", None
         if not self.provider_ready or self.index.vec_dims is None:
             return None, "fts_fallback", "the embedding provider is not ready yet"
+        state = self.embedding
+        if self.clock() < state.search_retry_at:
+            return None, "fts_fallback", f"the embedding provider is failing: {state.last_error}"
         try:
             # The provider enforces its own timeout; this is only a guard against a hang.
             with anyio.fail_after(self.config.embedding.timeout_secs + 1):
                 vectors = await provider.embed([query])
             if len(vectors) != 1 or len(vectors[0]) != provider.dims:
                 raise ValueError("the provider answered the wrong number or size of vectors")
-            return normalize(vectors[0]), "hybrid", None
         except Exception as exc:  # noqa: BLE001 - any provider failure degrades to FTS (SPEC §5)
-            reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            self.embedding.last_error, self.embedding.last_error_at = reason, self.clock()
+            reason = _reason(exc)
+            state.failed(reason, self.clock())
             self.log.warning("search.embedding_failed", error=reason)
             return None, "fts_fallback", reason
+        state.succeeded()
+        return normalize(vectors[0]), "hybrid", None
+
+    def _calibrated(self, candidates: list[Candidate]) -> list[Candidate]:
+        """Move the provider's cosines onto the scale the ranking is written for."""
+        scale = similarity_scale(self.provider)
+        if scale == REFERENCE_SCALE:
+            return candidates
+        out = []
+        for c in candidates:
+            if c.distance is not None:
+                cosine = calibrated_cosine(cosine_from_l2(c.distance), scale)
+                c = dataclasses.replace(c, distance=math.sqrt(2.0 * (1.0 - cosine)))
+            out.append(c)
+        return out
 
     async def search(
         self,
@@ -321,6 +381,8 @@ class WorkspaceMemory:
             return report, found, self.index.generation()
 
         report, candidates, generation = await self._run(phase)
+        if vector is not None:
+            candidates = self._calibrated(candidates)
         ranked = rank(candidates, params, self.clock())
         hits = [SearchHit.from_ranked(item) for item in ranked]
         if count_access and hits:
@@ -349,23 +411,22 @@ class WorkspaceMemory:
             return 0
         size = batch_size or self.config.embedding.batch_size
         pending = await self._run(self.index.pending_vectors, size)
+        state = self.embedding
         if not pending:
+            state.end_run()
             return 0
+        state.begin_batch(self.clock())
         try:
             with anyio.fail_after(self.config.embedding.timeout_secs + 1):
                 vectors = await provider.embed([p.text for p in pending])
             if len(vectors) != len(pending) or any(len(v) != provider.dims for v in vectors):
                 raise ValueError("the provider answered the wrong number or size of vectors")
         except Exception as exc:
-            self.embedding.last_error = f"{type(exc).__name__}: {exc}"
-            self.embedding.last_error_at = self.clock()
+            state.failed(_reason(exc), self.clock())
             raise
         items = [(p, normalize(v)) for p, v in zip(pending, vectors, strict=True)]
         stored = await self._run(self.index.store_vectors, provider.model_id, items)
-        if self.embedding.started_at is None:
-            self.embedding.started_at = self.clock()
-        self.embedding.embedded += stored
-        self.embedding.last_error = None
+        state.stored(stored)
         return stored
 
     async def nearest_similarity(self, text: str, k: int = 5) -> float | None:
@@ -471,8 +532,10 @@ class WorkspaceMemory:
 
         def phase() -> SyncReport:
             if embeddings and self.provider_ready:
-                self.index.set_embedding_identity(None, None)  # forget: the next call rebuilds
-                self._record_identity()
+                assert self.provider is not None
+                self.index.set_embedding_identity(
+                    self.provider.model_id, self.provider.dims, force=True
+                )
             return self.index.sync_paths(self.index.disk_files() + self._take_dirty())
 
         report = await self._run(phase)
@@ -484,3 +547,7 @@ class WorkspaceMemory:
             "vectors_pending": pending,
             "took_ms": round((time.perf_counter() - started) * 1000, 3),
         }
+
+
+def _reason(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
