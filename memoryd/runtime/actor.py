@@ -219,10 +219,11 @@ class WorkspaceActor:
     async def _dream(
         self, trigger: str, *, subagent: bool = False, ending_session: str | None = None
     ) -> None:
-        """One automatic dream attempt behind the gates; failures are logged, never raised."""
+        """One automatic dream attempt behind the gates; failures are logged, never raised
+        (a dream that cannot run must not stop the actor)."""
         try:
             result = await self.dreamer.run(subagent=subagent, ending_session=ending_session)
-        except MemorydError as exc:
+        except Exception as exc:  # noqa: BLE001 - logged; the next trigger retries
             self.log.warning("dream.failed", trigger=trigger, error=str(exc))
             return
         self.log.info("dream", trigger=trigger, outcome=result.outcome, reason=result.reason)
@@ -305,9 +306,14 @@ class WorkspaceActor:
         with self._request():
             subagent = self.sessions.is_subagent(session_id)
             out = await self.sessions.close(session_id)
-            gates = await anyio.to_thread.run_sync(
-                lambda: self.dreamer.gates(subagent=subagent, ending_session=session_id)
-            )
+            try:
+                gates = await anyio.to_thread.run_sync(
+                    lambda: self.dreamer.gates(subagent=subagent, ending_session=session_id)
+                )
+            except (MemorydError, OSError) as exc:  # the session is closed: say so anyway
+                self.log.warning("dream.gates_failed", error=str(exc))
+                out["dream"] = {"outcome": "error", "error": str(exc)}
+                return out
         out["dream"] = gates.to_dict()
         if gates.open and self._tg is not None:
             self._tg.start_soon(

@@ -449,6 +449,9 @@ def test_two_daemons_dreaming_together_lose_and_duplicate_nothing(
             assert_no_duplicates(memory)
             assert "## Build" in memory
         assert first.running and second.running
+        for daemon in (first, second):
+            errors = [e for e in daemon.events() if e.get("level") in ("error", "critical")]
+            assert errors == [], errors
         memory = read(ws.memory_file) or ""
         assert all(f"## {fact}" in memory for fact in facts.values())
         assert sum(outcomes.values()) == 2 * rounds
@@ -480,3 +483,49 @@ def _together(calls: list[Callable[[], Any]]) -> list[Any]:
         if isinstance(r, BaseException):
             raise r
     return results
+
+
+@pytest.mark.anyio
+async def test_a_lock_that_cannot_be_read_fails_dreams_not_session_ends(
+    home: Path, llm: FakeLLM
+) -> None:
+    path, ws = workspace_of(home)
+    async with in_process_daemon(config=llm.config_toml() + OPEN_GATES) as d:
+        await d.call("memory.files", workspace=str(path))
+        write_log(ws, 1)
+        ws.lock_path.mkdir()  # the lock cannot be read or written: every dream fails
+        with pytest.raises(MemorydError, match="dream-lock"):
+            await d.call("dream.run", workspace=str(path))  # a manual one reports it
+
+        await d.call("session.open", workspace=str(path), session_id="ends-1")
+        closed = await d.call("session.close", session_id="ends-1")
+        assert closed["summary_written"] is False and closed["messages"] == 0
+        assert closed["dream"]["outcome"] == "error" and "dream-lock" in closed["dream"]["error"]
+        assert not (ws.live_dir / "ends-1.jsonl").exists()
+        actor = await d.actor_status(path)
+        assert actor is not None and actor["state"] == "running" and actor["sessions"] == []
+        assert actor["restarts"] == 0, actor["last_error"]
+        assert llm.requests == 0
+
+
+@pytest.mark.anyio
+async def test_a_stopping_daemon_rolls_its_dream_lock_back(home: Path, llm: FakeLLM) -> None:
+    path, ws = workspace_of(home)
+    async with in_process_daemon(config=llm.config_toml(), grace_secs=0.2) as d:
+        await d.call("memory.files", workspace=str(path))
+        ws.memory_file.write_text(ORIGINAL, encoding="utf-8")
+        logs = {write_log(ws, 1): "Fact 1"}
+        llm.hold()
+
+        async def dream() -> None:
+            with pytest.raises((MemorydError, OSError)):
+                await d.call("dream.run", workspace=str(path))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(dream)
+            await anyio.to_thread.run_sync(llm.wait_held)
+            assert ws.lock_path.read_text(encoding="utf-8") == str(os.getpid())
+            d.daemon.stop()
+    assert not ws.lock_path.exists()  # rolled back: there was no lock before
+    assert read(ws.memory_file) == ORIGINAL
+    assert_nothing_lost(ws, logs) and all(p.exists() for p in logs)
