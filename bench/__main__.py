@@ -46,6 +46,15 @@ def machine() -> dict[str, Any]:
             cwd=Path(__file__).resolve().parent.parent,
             check=False,
         ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "memoryd"],
+            capture_output=True,
+            text=True,
+            cwd=Path(__file__).resolve().parent.parent,
+            check=False,
+        ).stdout.strip()
+        if dirty:
+            commit += " + uncommitted changes in memoryd/"
     except OSError:
         commit = ""
     out: dict[str, Any] = {
@@ -86,7 +95,8 @@ def main(argv: list[str]) -> int:
     def log(message: str) -> None:
         print(f"[{time.perf_counter() - started:6.1f}s] {message}", flush=True)
 
-    suite = Suite(plan, workdir, profile=args.profile, log=log)
+    profile = args.results / f"{stamp:%Y%m%dT%H%M%SZ}-daemon-profile.txt" if args.profile else None
+    suite = Suite(plan, workdir, profile=profile, log=log)
     info = machine()
     log(
         f"memoryd bench ({'soak' if args.soak else plan.name}) on {info['cpus']} × "

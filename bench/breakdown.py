@@ -13,6 +13,7 @@ the PATH (optional).
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import time
@@ -157,11 +158,8 @@ def indexing_steps(
 
 
 def py_spy_path() -> str | None:
-    found = shutil.which("py-spy")
-    if found:
-        return found
-    local = Path("/tmp/pyspy/bin/py-spy")
-    return str(local) if local.exists() else None
+    """``$BENCH_PY_SPY`` or ``py-spy`` on the PATH (``pip install py-spy``; optional)."""
+    return os.environ.get("BENCH_PY_SPY") or shutil.which("py-spy")
 
 
 def py_spy_profile(pid: int, seconds: float, out: Path) -> subprocess.Popen[bytes] | None:
@@ -192,40 +190,76 @@ def py_spy_profile(pid: int, seconds: float, out: Path) -> subprocess.Popen[byte
 
 
 FOCUS = (
-    ("sqlite-vec KNN (Index.knn)", "knn (memoryd/store/index.py"),
-    ("FTS (Index.fts)", "fts (memoryd/store/index.py"),
-    ("load rows (Index.load)", "load (memoryd/store/index.py"),
-    ("sync dirty files (Index.sync_paths)", "sync_paths (memoryd/store/index.py"),
-    ("bump access count", "bump_access (memoryd/store/index.py"),
-    ("generation()", "generation (memoryd/store/index.py"),
-    ("rank()", "rank (memoryd/core/ranking.py"),
-    ("query embedding", "embed (memoryd/providers/embeddings.py"),
-    ("response encoding (encode_result)", "encode_result (memoryd/core/protocol.py"),
-    ("request decoding (decode_line)", "decode_line (memoryd/core/protocol.py"),
-    ("structlog event", "structlog"),
-    ("event loop / uvloop run_forever", "run_forever"),
+    ("SQLite FTS query (Index.fts)", "Index.fts (memoryd/store/index.py"),
+    ("sqlite-vec KNN scan (Index.knn)", "Index.knn (memoryd/store/index.py"),
+    ("load candidate rows (Index.load)", "Index.load (memoryd/store/index.py"),
+    ("bump access count (Index.bump_access)", "Index.bump_access (memoryd/store/index.py"),
+    ("sync dirty files (Index.sync_paths)", "Index.sync_paths (memoryd/store/index.py"),
+    ("embed loop DB phases (pending_vectors)", "Index.pending_vectors (memoryd/store/index.py"),
+    ("merge + rank (core.ranking.rank)", "rank (memoryd/core/ranking.py"),
+    ("query keywords (build_match_query)", "build_match_query (memoryd/core/keywords.py"),
+    ("query embedding (provider)", "embed (memoryd/providers/embeddings.py"),
+    ("JSON encode reply (encode_result)", "encode_result (memoryd/core/protocol.py"),
+    ("JSON decode request (decode_line)", "decode_line (memoryd/core/protocol.py"),
+    ("structlog events", "structlog/"),
+    ("socket send/receive", "UNIXSocketStream."),
+    ("thread hand-off (anyio to_thread)", "run_sync_in_worker_thread"),
+)
+# Leaf frames where a thread waits rather than works (py-spy reports them as samples too).
+IDLE_LEAVES = (
+    "Condition.wait (threading",
+    "Runner.run (asyncio/runners",
+    "WorkerThread.run (anyio",
+    "select (",
+    "sleep (",
 )
 
 
-def summarize_profile(path: Path) -> dict[str, Any]:
-    """Share of busy samples in each function of interest (inclusive), from raw stacks."""
-    total = 0
-    idle = 0
+def summarize_profile(path: Path, rate: int = 200) -> dict[str, Any]:
+    """From py-spy raw stacks: busy share per thread and per function of interest.
+
+    ``percent_of_busy`` counts a function's samples (inclusive: it or anything it calls) in
+    every thread, over all busy samples; a sample whose leaf frame is a wait is idle.
+    """
+    busy = 0
+    threads: Counter[str] = Counter()
     counts: Counter[str] = Counter()
     for line in path.read_text(errors="replace").splitlines():
         stack, _, count_text = line.rpartition(" ")
         if not count_text.isdigit():
             continue
         count = int(count_text)
-        leaf = stack.rsplit(";", 1)[-1]
-        if any(w in leaf for w in ("wait (threading", "select (", "poll (", "_worker (", "sleep")):
-            idle += count
+        frames = stack.split(";")
+        if any(frames[-1].startswith(leaf) for leaf in IDLE_LEAVES):
             continue
-        total += count
+        busy += count
+        head = frames[0].split(":", 1)
+        threads[head[1].strip() if len(head) > 1 else head[0]] += count
         for title, needle in FOCUS:
             if needle in stack:
                 counts[title] += count
-    shares = {
-        title: round(100.0 * counts[title] / total, 1) if total else 0.0 for title, _ in FOCUS
+    return {
+        "busy_samples": busy,
+        "rate_hz": rate,
+        "busy_thread_seconds": {name: round(n / rate, 1) for name, n in threads.most_common()},
+        "percent_of_busy": {
+            title: round(100.0 * counts[title] / busy, 1) if busy else 0.0 for title, _ in FOCUS
+        },
     }
-    return {"busy_samples": total, "idle_samples": idle, "percent_of_busy": shares}
+
+
+def profile_rows(summary: dict[str, Any], label: str, seconds: float) -> list[Row]:
+    """Table rows from :func:`summarize_profile`: where the daemon's busy time went."""
+    threads = ", ".join(f"{k} {v} s" for k, v in summary["busy_thread_seconds"].items())
+    rows = [
+        Row(
+            f"  profile {label}: daemon busy thread-time",
+            "s",
+            summary["busy_samples"] / summary["rate_hz"],
+            note=f"py-spy, {seconds:.0f} s of back-to-back searches: {threads}",
+        )
+    ]
+    for title, share in summary["percent_of_busy"].items():
+        if share >= 0.5:
+            rows.append(Row(f"  profile {label}: {title}", "% busy", share))
+    return rows

@@ -27,6 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import blake3
+
 from memoryd.core.chunking import chunk_markdown
 from memoryd.core.keywords import build_match_query, fts_text
 from memoryd.core.ranking import Candidate, Ranked, RankParams, rank
@@ -240,32 +242,44 @@ def raw_hybrid(
 
 
 class FastHash:
-    """memoryd's ``hash`` provider with its per-feature blake3 results memoised.
+    """memoryd's ``hash`` provider with each word's bucket contributions memoised.
 
-    Produces bit-identical vectors (same features, buckets, signs and ``normalize`` calls)
-    much faster, so the suite can fill a large index with the vectors the daemon would
-    have computed. :func:`check_identical` proves it on a sample at every run.
+    Produces bit-identical vectors (same features, buckets, signs, order of additions and
+    ``normalize`` calls) much faster, so the suite can fill a large index with exactly the
+    vectors the daemon would have computed. :meth:`check_identical` proves it on a sample
+    at every run; if memoryd's private feature helpers move, it falls back to the provider.
     """
 
     def __init__(self, dims: int) -> None:
         self.provider = HashProvider(dims)
         self.dims = dims
-        self.cache: dict[str, tuple[int, float]] = {}
+        self.words: dict[str, list[tuple[int, float]]] = {}
+        try:
+            from memoryd.providers.embeddings import _WORD, _features
+        except ImportError:  # pragma: no cover - depends on memoryd's internals
+            self._split = None
+        else:
+            self._split, self._features = _WORD.findall, _features
+
+    def _contributions(self, word: str) -> list[tuple[int, float]]:
+        out: list[tuple[int, float]] = []
+        for feat in self._features(word):
+            digest = blake3.blake3(feat.encode()).digest(length=8)
+            bucket = int.from_bytes(digest[:4], "little") % self.dims
+            out.append((bucket, 1.0 if digest[4] & 1 else -1.0))
+        return out
 
     def embed(self, text: str) -> list[float]:
-        import blake3
-
-        from memoryd.providers.embeddings import _features
-
+        if self._split is None:
+            return self.provider.embed_one(text)
         vector = [0.0] * self.dims
-        cache = self.cache
-        for feat in _features(text):
-            hit = cache.get(feat)
-            if hit is None:
-                digest = blake3.blake3(feat.encode()).digest(length=8)
-                bucket = int.from_bytes(digest[:4], "little") % self.dims
-                hit = cache[feat] = (bucket, 1.0 if digest[4] & 1 else -1.0)
-            vector[hit[0]] += hit[1]
+        words = self.words
+        for word in self._split(text.lower()):
+            contributions = words.get(word)
+            if contributions is None:
+                contributions = words[word] = self._contributions(word)
+            for bucket, sign in contributions:
+                vector[bucket] += sign
         return normalize(vector)
 
     def check_identical(self, texts: Sequence[str]) -> None:

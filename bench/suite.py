@@ -61,11 +61,11 @@ QUICK = Plan(
     name="quick",
     sizes=(10_000,),
     repeats=2,
-    search_budget={10_000: 5.0},
-    min_queries=30,
-    tts_trials=8,
+    search_budget={10_000: 4.0},
+    min_queries=20,
+    tts_trials=6,
     resync_trials=4,
-    concurrency_secs=10.0,
+    concurrency_secs=8.0,
     clients=16,
     rss_workspaces=10,
     rss_chunks=300,
@@ -77,7 +77,7 @@ FULL = Plan(
     name="full",
     sizes=(10_000, 100_000),
     repeats=3,
-    search_budget={10_000: 15.0, 100_000: 45.0},
+    search_budget={10_000: 12.0, 100_000: 35.0},
     min_queries=15,
     tts_trials=16,
     resync_trials=8,
@@ -98,7 +98,7 @@ class Suite:
     """One run: collects rows, timings and notes while the parts run."""
 
     def __init__(
-        self, plan: Plan, workdir: Path, *, profile: bool, log: Callable[[str], None]
+        self, plan: Plan, workdir: Path, *, profile: Path | None, log: Callable[[str], None]
     ) -> None:
         self.plan = plan
         self.workdir = workdir
@@ -315,7 +315,9 @@ class Suite:
         )
 
     def profile_daemon(self, daemon: DaemonProcess, ws: Path) -> None:
-        out = self.workdir / "daemon-profile.txt"
+        out = self.profile
+        assert out is not None
+        out.parent.mkdir(parents=True, exist_ok=True)
         seconds = 20.0
         spy = breakdown.py_spy_profile(daemon.pid, seconds, out)
         if spy is None:
@@ -331,8 +333,10 @@ class Suite:
                 i += 1
         spy.wait(60)
         if out.exists():
-            self.meta["profile"] = breakdown.summarize_profile(out)
+            summary = breakdown.summarize_profile(out)
+            self.meta["profile"] = summary
             self.meta["profile_file"] = str(out)
+            self.rows += breakdown.profile_rows(summary, label(self.plan.sizes[-1]), seconds)
 
     def indexing_steps(self, memory_dir: Path, size: int) -> None:
         cold = next(r for r in self.rows if r.scenario.startswith(f"cold indexing {label(size)}"))
@@ -355,6 +359,16 @@ class Suite:
 
         self.part("10 workspaces: corpora", corpora)
         with DaemonProcess(home, provider="none") as daemon:
+            self.rows.append(
+                Row(
+                    "RSS idle, daemon started, no workspace open",
+                    "MB",
+                    load.settled_rss(daemon) / MB,
+                    load.raw_process_rss([]) / MB,
+                    note="raw = a fresh Python process that imported the SQLite driver, "
+                    "sqlite-vec and memoryd's connection module",
+                )
+            )
             dbs = [home.index_path(f"proj{i:02d}") for i in range(n)]
             self.part("idle RSS", lambda: self.rows.extend(load.idle_rss(daemon, spaces, dbs)))
             if soak_secs > 0:
