@@ -16,19 +16,19 @@ SESSION_NAME = re.compile(r"\d{4}-\d{2}-\d{2}-[a-z0-9-]+-[0-9a-f]{8}\.md")
 
 
 def test_corpus_is_deterministic_and_sized_by_the_chunker() -> None:
-    first = list(corpus_files(600, seed=3))
-    again = list(corpus_files(600, seed=3))
-    other = list(corpus_files(600, seed=4))
+    first = list(corpus_files(300, seed=3))
+    again = list(corpus_files(300, seed=3))
+    other = list(corpus_files(300, seed=4))
     assert first == again
     assert [f.text for f in first] != [f.text for f in other]
     total = sum(len(chunk_markdown(f.text)) for f in first)
     assert total == sum(f.chunks for f in first)
-    assert total >= 600
-    assert total - first[-1].chunks < 600  # stops as soon as the target is reached
+    assert total >= 300
+    assert total - first[-1].chunks < 300  # stops as soon as the target is reached
 
 
 def test_corpus_looks_like_memory() -> None:
-    files = list(corpus_files(400, seed=1))
+    files = list(corpus_files(200, seed=1))
     assert files[0].rel == "MEMORY.md"
     sessions = [f for f in files if f.rel.startswith("sessions/")]
     assert sessions
@@ -43,7 +43,7 @@ def test_corpus_looks_like_memory() -> None:
 
 
 def test_write_corpus_writes_what_it_reports(tmp_path: Path) -> None:
-    written = write_corpus(tmp_path / "ws", 300, seed=2)
+    written = write_corpus(tmp_path / "ws", 150, seed=2)
     on_disk = sorted(tmp_path.joinpath("ws").rglob("*.md"))
     assert written.files == len(on_disk)
     assert written.chunks == sum(len(chunk_markdown(p.read_text())) for p in on_disk)
