@@ -295,18 +295,32 @@ def _dream_note(dream: dict[str, Any]) -> str:
         f"hours {'never' if hours is None else hours}/{g.get('min_hours', '?')}",
         f"sessions {g.get('sessions_since_last', '?')}/{g.get('min_sessions', '?')}",
     ]
-    lock = dream.get("lock") or {}
-    if lock.get("exists") and lock.get("pid"):
-        state = "stale" if lock.get("stale") else ("alive" if lock.get("alive") else "dead")
-        parts.append(f"lock pid {lock['pid']} ({state})")
-    else:
-        parts.append("lock free")
+    parts.append(describe_lock(dream.get("lock") or {}))
     last = dream.get("last_run") or {}
     parts.append(f"last consolidation {dream.get('last_consolidation') or 'never'}")
     if last:
         parts.append(f"last run {last.get('outcome')}")
     parts.append(f"next check {dream.get('next_check') or 'off'}")
     return "dream: " + "; ".join(parts)
+
+
+def lock_details(lock: dict[str, Any]) -> list[str]:
+    """A held DreamLock's state in words: ``["dead", "10m old", "not stale"]``."""
+    age = lock.get("age_secs")
+    return [
+        "alive" if lock.get("alive") else "dead",
+        f"{_duration(float(age))} old" if isinstance(age, int | float) else "age unknown",
+        "stale" if lock.get("stale") else "not stale",
+    ]
+
+
+def describe_lock(lock: dict[str, Any]) -> str:
+    """``lock pid 123 (dead, 10m old)`` / ``(alive, 2h old, stale)``, or ``lock free``."""
+    pid = lock.get("holder_pid")
+    if not pid:
+        return "lock free"
+    details = [d for d in lock_details(lock) if d != "not stale"]
+    return f"lock pid {pid} ({', '.join(details)})"
 
 
 def _cell(value: Any) -> str:
