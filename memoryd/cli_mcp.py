@@ -18,7 +18,7 @@ import anyio
 from memoryd.cli import EXIT_OK, Subcommands, command
 from memoryd.cli_memory import add_common, workspace_of
 from memoryd.client import Client
-from memoryd.errors import DaemonNotRunning, MemorydError
+from memoryd.errors import DaemonNotRunning, MemorydError, WorkspaceNotFound
 from memoryd.store import configfile
 
 INSTALL_HINT = "pip install 'memoryd[mcp]'"
@@ -44,6 +44,9 @@ def _mcp(args: argparse.Namespace) -> int:
         ) from None
     socket_path = Path(configfile.load(args.config).paths.socket_path)
     workspace = workspace_of(args)
+    if not Path(workspace).is_dir():
+        raise WorkspaceNotFound(f"workspace {workspace!r} is not a directory", path=workspace)
+    print(f"memoryd mcp: workspace {workspace}, daemon socket {socket_path}", file=sys.stderr)
     try:
         with Client(socket_path, timeout=5.0) as client:
             client.call("daemon.ping")

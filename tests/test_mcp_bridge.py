@@ -297,3 +297,19 @@ def test_the_cli_says_how_to_install_the_sdk_when_it_is_missing(home: Path) -> N
     assert done.returncode == 1
     assert "pip install 'memoryd[mcp]'" in done.stderr
     assert done.stdout == ""
+
+
+@needs_sdk
+def test_a_workspace_that_is_not_a_directory_fails_at_start(home: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "memoryd", "mcp", "-w", str(home / "nowhere")],
+        env={**os.environ, "MEMORYD_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert "nowhere" in done.stderr and "not a directory" in done.stderr
+    assert done.stdout == ""  # stdout belongs to the protocol
