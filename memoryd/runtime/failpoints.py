@@ -9,12 +9,15 @@ dir) and then sleeps ``MDD_FAILPOINT_SECS`` seconds (default 30), blocking the c
 so the test sees the marker and kills the process at exactly that moment. If nobody kills
 it, the code carries on as if nothing happened.
 
-Points (each is called from synchronous file work, never with the event loop's thread):
+Points (synchronous file work calls :func:`hit` in its worker thread; async code awaits
+:func:`hit_async`, which runs it in a worker thread only when the point is active):
 
 - ``dream.before_write`` — a dream saved the old ``MEMORY.md`` to ``.history/`` and is about to
   write the new one;
 - ``dream.cleanup`` — a dream wrote ``MEMORY.md``, journalled it and deleted the first
-  consumed session log; the others are still there.
+  consumed session log; the others are still there;
+- ``session.after_summary`` — ``session.close`` appended the summary to the session's log
+  and has not yet marked the journal closed.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ import os
 import tempfile
 import time
 from pathlib import Path
+
+import anyio
 
 ENV = "MDD_FAILPOINTS"
 DIR_ENV = "MDD_FAILPOINT_DIR"
@@ -43,3 +48,9 @@ def hit(name: str) -> None:
     marker = directory / f"{name}.hit"
     marker.write_text(str(os.getpid()), encoding="utf-8")
     time.sleep(float(os.environ.get(SECS_ENV) or 30.0))
+
+
+async def hit_async(name: str) -> None:
+    """:func:`hit` for async code: freezes a worker thread (and this task), not the loop."""
+    if name in _ACTIVE:
+        await anyio.to_thread.run_sync(hit, name)

@@ -49,8 +49,9 @@ from memoryd.core.workspace import session_id_prefix, session_log_name
 from memoryd.errors import Busy, InvalidParams, MemorydError, ModelError, ModelNotConfigured
 from memoryd.errors import NotFound as SessionNotFound
 from memoryd.providers.llm import ChatModel
+from memoryd.runtime import failpoints
 from memoryd.runtime.memory import WorkspaceMemory, file_lock
-from memoryd.store.files import append_section
+from memoryd.store.files import append_section, read_text
 from memoryd.store.journal import FlushState, Journal, JournalHeader, load_all
 from memoryd.store.layout import memory_relpath
 
@@ -500,8 +501,10 @@ class SessionManager:
         """See :meth:`WorkspaceMemory.nearest_similarity` (dedupe of flush answers)."""
         return await self.memory.nearest_similarity(text, DEDUPE_NEIGHBOURS)
 
-    async def _write(self, s: _Session, section: str) -> Path:
-        """Append ``section`` to the session's log for today (UTC) and reindex it at once."""
+    async def _write(self, s: _Session, section: str, *, once: bool = False) -> Path:
+        """Append ``section`` to the session's log for today (UTC) and reindex it at once.
+        With ``once``, a log that already holds ``section`` is left as it is (a close that
+        was killed after writing its summary and is now done again)."""
         day = self._now().date()
         name = self._log_name(s, day)
         if day.isoformat() not in s.log_names:
@@ -511,6 +514,8 @@ class SessionManager:
 
         def write() -> None:
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if once and section.strip() in (read_text(path) or ""):
+                return
             append_section(path, section)
 
         async with file_lock(path):
@@ -534,7 +539,8 @@ class SessionManager:
                 path: Path | None = None
                 summary = None if s.subagent else session_summary(s.messages, self._now())
                 if summary is not None:
-                    path = await self._write(s, summary)
+                    path = await self._write(s, summary, once=True)
+                    await failpoints.hit_async("session.after_summary")
                 await self._journal(s, s.journal.record_closed, summary is not None)
                 await self._journal(s, s.journal.remove)
         except BaseException:

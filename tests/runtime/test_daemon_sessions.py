@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,6 +19,7 @@ import anyio
 import pytest
 
 from memoryd.errors import Busy, ModelNotConfigured, NotFound
+from memoryd.runtime.failpoints import DIR_ENV, ENV, SECS_ENV
 from memoryd.store.layout import resolve_workspace
 from tests.runtime.daemon_fixtures import (
     DaemonProcess,
@@ -26,6 +28,7 @@ from tests.runtime.daemon_fixtures import (
     in_process_daemon,
     processes_fixture,  # noqa: F401 - the `processes` fixture
     project,
+    rpc,
     wait_until,
 )
 from tests.support.fake_llm import FakeLLM
@@ -56,6 +59,15 @@ TALK = [
     assistant("Under /var/cache/zebrafish."),
     user("ok, add a note to wipe it after each dependency bump"),
 ]
+
+
+def send_only(sock_path: Path, method: str, params: dict[str, Any]) -> socket.socket:
+    """Send one request and leave its reply unread (the caller closes the socket)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(10)
+    sock.connect(str(sock_path))
+    sock.sendall(rpc(1, method, params))
+    return sock
 
 
 async def session_log(d: RunningDaemon, path: str) -> str:
@@ -261,7 +273,14 @@ def test_sigkill_after_acknowledged_appends_loses_no_message(
             )
             sent.append(text)
             assert answer == {"count": len(sent)}
-        daemon.kill()  # SIGKILL right after the acknowledgement
+        if life == 1:  # this time, SIGKILL while a flush waits for the model
+            with llm.holding():
+                sock = send_only(daemon.socket, "session.flush", {"session_id": "durable-1"})
+                llm.wait_held()
+                daemon.kill()
+                sock.close()
+        else:
+            daemon.kill()  # SIGKILL right after the acknowledgement
         assert (ws.live_dir / "durable-1.jsonl").exists()
         daemon = processes(env=llm.env()).start()
         # The restarted daemon recovers the session before anyone asks for it.
@@ -276,7 +295,8 @@ def test_sigkill_after_acknowledged_appends_loses_no_message(
     llm.queue(NOTE)
     flushed = daemon.call("session.flush", session_id="durable-1")
     assert flushed["outcome"] == "written"
-    [prompt] = llm.prompts
+    prompt = llm.prompts[-1]  # the one before was cut short by the kill
+    assert len(llm.prompts) == 2
     assert all(text in prompt.user for text in sent)
 
     closed = daemon.call("session.close", session_id="durable-1")
@@ -316,3 +336,30 @@ def test_appends_right_after_a_restart_reach_sessions_not_yet_recovered(
         answer = daemon.call("session.append", session_id=f"s-{name}", messages=[user("after")])
         assert answer == {"count": 2}
     assert len(_open_sessions(daemon)) == len(names)
+
+
+def test_sigkill_while_closing_writes_the_summary_once(
+    home: Path, processes: Processes, llm: FakeLLM
+) -> None:
+    ws_path = project(home, "app")
+    ws = resolve_workspace(ws_path, home / "memory")
+    env = {ENV: "session.after_summary", DIR_ENV: str(home), SECS_ENV: "30"}
+    daemon = processes(env=env).start()
+    daemon.call("session.open", workspace=str(ws_path), session_id="closing-1")
+    daemon.call("session.append", session_id="closing-1", messages=TALK)
+    sock = send_only(daemon.socket, "session.close", {"session_id": "closing-1"})
+    _poll(lambda: (home / "session.after_summary.hit").exists())
+    daemon.kill()
+    sock.close()
+    [log] = ws.sessions_dir.glob("*-closing-.md")  # named after the first user message
+    assert log.name.endswith("-why-does-the-build-cache-keep-closing-.md")
+    assert log.read_text(encoding="utf-8").count("## Session Summary") == 1
+    assert (ws.live_dir / "closing-1.jsonl").exists()  # not closed: recovered at the next start
+
+    daemon = processes().start()
+    [session] = _poll(lambda: _open_sessions(daemon))
+    assert session["session_id"] == "closing-1" and session["messages"] == len(TALK)
+    closed = daemon.call("session.close", session_id="closing-1")
+    assert closed["summary_written"] is True and closed["path"].endswith(log.name)
+    assert log.read_text(encoding="utf-8").count("## Session Summary") == 1
+    assert not (ws.live_dir / "closing-1.jsonl").exists()
