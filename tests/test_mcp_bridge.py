@@ -57,16 +57,21 @@ FLUSH_ANSWER = "## Widget cache\n\nWarm the widget cache before the integration 
 
 
 @asynccontextmanager
-async def bridge(home: Path, workspace: Path, *, mode: str = "auto") -> AsyncIterator[Client]:
-    """An MCP client session with ``memoryd mcp -w workspace`` over stdio."""
+async def bridge(
+    home: Path, workspace: Path, *, mode: str = "auto", in_cwd: bool = False
+) -> AsyncIterator[Client]:
+    """An MCP client session with ``memoryd mcp -w workspace`` over stdio.
+
+    ``in_cwd``: start it in the workspace without ``-w``, as most clients do.
+    """
     from mcp import Client, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "memoryd", "mcp", "-w", str(workspace)],
+        args=["-m", "memoryd", "mcp"] + ([] if in_cwd else ["-w", str(workspace)]),
         env={"MEMORYD_HOME": str(home), "PYTHONUNBUFFERED": "1"},
-        cwd=str(home),
+        cwd=str(workspace if in_cwd else home),
     )
     with (home / "bridge.stderr").open("a", encoding="utf-8") as errlog:
         transport = stdio_client(params, errlog=errlog)
@@ -244,7 +249,7 @@ async def test_bad_arguments_and_refusals_are_tool_errors_naming_the_problem(hom
 async def test_without_a_daemon_tools_say_so_and_work_again_once_it_is_back(home: Path) -> None:
     ws = project(home, "app")
     socket = home / "run" / "memoryd.sock"
-    async with bridge(home, ws) as client:
+    async with bridge(home, ws, in_cwd=True) as client:
         message = await failed(client, "memory_search", query="anything")
         assert "memoryd is not running" in message and "memoryd serve" in message
         assert not socket.exists()  # the bridge started no daemon
@@ -261,6 +266,7 @@ async def test_without_a_daemon_tools_say_so_and_work_again_once_it_is_back(home
         async with in_process_daemon():
             text, found = await ok(client, "memory_search", query="blue pool")
             assert found["results"] and "blue pool" in text
+            assert found["workspace"] == str(ws)  # the directory it was started in
 
 
 @needs_sdk
