@@ -194,4 +194,10 @@ def _config_check(args: argparse.Namespace) -> int:
 
 
 # Commands defined in their own modules register themselves on import.
-from memoryd import cli_agents, cli_daemon, cli_memory, cli_sessions  # noqa: E402, F401
+from memoryd import (  # noqa: E402, F401
+    cli_agents,
+    cli_confluence,
+    cli_daemon,
+    cli_memory,
+    cli_sessions,
+)

@@ -32,6 +32,7 @@ from memoryd.errors import ConfigError, MemorydError
 from memoryd.providers.factory import make_provider
 from memoryd.runtime import notify
 from memoryd.runtime.agents_methods import register_agent_methods
+from memoryd.runtime.confluence_methods import register_confluence_methods
 from memoryd.runtime.handlers import DaemonContext, build_methods, running_loop
 from memoryd.runtime.logging import configure_logging
 from memoryd.runtime.server import SocketServer
@@ -99,6 +100,13 @@ class Daemon:
             lambda: self.config,
             lambda: Path(self.loaded.config_file).parent if self.loaded.file_found else None,
         )
+        self.confluence = register_confluence_methods(
+            self.methods,
+            self.root,
+            lambda: self.config,
+            lambda: self.supervisor.chat_model,
+            status_hooks=self.context.extra_status,
+        )
         self.server = SocketServer(
             self.socket_path,
             self.methods,
@@ -134,6 +142,7 @@ class Daemon:
             # Only now that the socket is ours: another daemon must not open our indexes.
             tg.start_soon(self.supervisor.start_workspaces)
             tg.start_soon(self.supervisor.start_provider)
+            tg.start_soon(self.confluence.run_daily)  # idle unless confluence.schedule = "daily"
             notify.ready()
             log.info(
                 "daemon.started",
