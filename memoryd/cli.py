@@ -198,6 +198,7 @@ from memoryd import (  # noqa: E402, F401
     cli_agents,
     cli_confluence,
     cli_daemon,
+    cli_mcp,
     cli_memory,
     cli_sessions,
 )
