@@ -54,24 +54,29 @@ from memoryd.core.dreaming import (
     check_loss,
     dream_prompt,
     is_session_log,
-    last_undoable,
     with_footer,
 )
-from memoryd.errors import ModelNotConfigured, NotFound, StorageError
+from memoryd.errors import ModelNotConfigured, StorageError
 from memoryd.providers.llm import ChatModel
 from memoryd.runtime import failpoints
-from memoryd.runtime.lockfile import DreamLock, PidChecker, commit_guard, process_alive
+from memoryd.runtime.lockfile import DreamLock, PidChecker, process_alive
 from memoryd.runtime.memory import file_lock
-from memoryd.store.files import atomic_write_bytes, atomic_write_text, read_bytes
+from memoryd.store.files import atomic_write_text, read_bytes
 from memoryd.store.history import (
     JOURNAL,
     append_journal,
     backups,
+    commit_guard,
+    delete_unchanged,
+    digest,
+    finish_interrupted_clean_up,
     iso,
     last_settled,
+    plan_clean_up,
     prune_backups,
     read_journal,
     save_backup,
+    undo_last,
     utc,
 )
 from memoryd.store.layout import Workspace
@@ -146,10 +151,6 @@ class _Gathered:
     memory_text: str | None
     memory_hash: str | None
     log_hashes: dict[str, str]
-
-
-def _digest(data: bytes | None) -> str | None:
-    return None if data is None else blake3(data).hexdigest()
 
 
 class Dreamer:
@@ -379,14 +380,14 @@ class Dreamer:
         logs = [SessionLog(name, raw.decode("utf-8", "replace")) for _, name, raw in found]
         hashes = {name: blake3(raw).hexdigest() for _, name, raw in found}
         inp = assemble_input(memory_text, logs, self.config.max_input_chars)
-        return _Gathered(inp, memory_text, _digest(data), hashes)
+        return _Gathered(inp, memory_text, digest(data), hashes)
 
     def _commit(self, got: _Gathered, text: str, settle: Callable[[bool], None]) -> DreamResult:
         ws, inp = self.workspace, got.input
         common: dict[str, Any] = {"consumed": inp.consumed, "waiting": inp.waiting}
         with commit_guard(ws.dir):
             current = read_bytes(ws.memory_file)
-            if _digest(current) != got.memory_hash:
+            if digest(current) != got.memory_hash:
                 settle(False)
                 self._journal("conflict", "edited_meanwhile", inp)
                 return self._result("conflict", "edited_meanwhile", **common)
@@ -412,7 +413,9 @@ class Dreamer:
                 self.log.warning("dream.prune_failed", error=str(exc))
             # Journal before deleting: a crash during the cleanup leaves a journalled dream
             # (undo finds it) whose remaining logs the next dream deletes unread.
-            doomed, kept = self._plan_clean_up(inp.consumed, got.log_hashes, now)
+            doomed, kept = plan_clean_up(
+                ws.sessions_dir, inp.consumed, got.log_hashes, now - self.recent_secs
+            )
             self._journal(
                 "written",
                 None,
@@ -421,10 +424,10 @@ class Dreamer:
                 chars=len(new_text),
                 deleted=list(doomed),
                 kept=list(kept),
-                memory_hash=_digest(new_text.encode("utf-8")),
+                memory_hash=digest(new_text.encode("utf-8")),
                 deleted_hashes=doomed,
             )
-            deleted, late = self._delete(doomed)
+            deleted, late = delete_unchanged(ws.sessions_dir, doomed, self._cleanup_hook)
             settle(True)
         return self._result(
             "written",
@@ -436,76 +439,15 @@ class Dreamer:
             **common,
         )
 
-    def _plan_clean_up(
-        self, consumed: Sequence[str], hashes: dict[str, str], now: float
-    ) -> tuple[dict[str, str], tuple[str, ...]]:
-        """Which consumed logs to delete — those unchanged since gathering and not modified
-        in the last :data:`RECENT_SECS` — with their content hashes; and the kept ones."""
-        doomed: dict[str, str] = {}
-        kept: list[str] = []
-        for name in consumed:
-            path = self.workspace.sessions_dir / name
-            try:
-                recent = path.stat().st_mtime > now - self.recent_secs
-                digest = _digest(read_bytes(path))
-            except FileNotFoundError:
-                continue
-            except (OSError, StorageError) as exc:
-                self.log.warning("dream.delete_failed", path=str(path), error=str(exc))
-                kept.append(name)
-                continue
-            if recent or digest is None or digest != hashes.get(name):
-                kept.append(name)
-            else:
-                doomed[name] = digest
-        return doomed, tuple(kept)
-
-    def _delete(self, doomed: dict[str, str]) -> tuple[tuple[Path, ...], tuple[str, ...]]:
-        """Delete the logs whose content still has the given hash: ``(deleted, kept)``."""
-        deleted: list[Path] = []
-        kept: list[str] = []
-        for name, digest in doomed.items():
-            path = self.workspace.sessions_dir / name
-            try:
-                if _digest(read_bytes(path)) != digest:
-                    kept.append(name)  # written to at the last moment: keep it
-                    continue
-                path.unlink()
-                deleted.append(path)
-                failpoints.hit("dream.cleanup")
-            except FileNotFoundError:
-                continue
-            except (OSError, StorageError) as exc:
-                self.log.warning("dream.delete_failed", path=str(path), error=str(exc))
-                kept.append(name)
-        return tuple(deleted), tuple(kept)
-
     def _finish_interrupted_clean_up(self) -> tuple[Path, ...]:
-        """Delete the logs a journalled dream meant to delete but did not (it was killed
-        during its cleanup) — only while ``MEMORY.md`` is still exactly what that dream
-        wrote, and only logs whose content is still what it consumed."""
-        ws = self.workspace
-        with commit_guard(ws.dir):
-            entry = last_undoable(read_journal(ws.history_dir))
-            doomed = entry.get("deleted_hashes") if entry is not None else None
-            if not isinstance(doomed, dict) or not doomed:
-                return ()
-            assert entry is not None
-            if _digest(read_bytes(ws.memory_file)) != entry.get("memory_hash"):
-                return ()
-            safe = {
-                name: digest
-                for name, digest in doomed.items()
-                if isinstance(name, str)
-                and isinstance(digest, str)
-                and is_session_log(name)
-                and "/" not in name
-                and (ws.sessions_dir / name).exists()
-            }
-            deleted, _ = self._delete(safe)
+        deleted = finish_interrupted_clean_up(self.workspace, self._cleanup_hook)
         if deleted:
             self.log.info("dream.cleanup_finished", deleted=len(deleted))
         return deleted
+
+    @staticmethod
+    def _cleanup_hook() -> None:
+        failpoints.hit("dream.cleanup")
 
     def _journal(self, outcome: str, reason: str | None, inp: DreamInput, **extra: Any) -> None:
         entry = {
@@ -536,50 +478,12 @@ class Dreamer:
         dream can be undone.
         """
         async with file_lock(self.workspace.memory_file):
-            out = await anyio.to_thread.run_sync(self._undo)
+            out = await anyio.to_thread.run_sync(
+                undo_last, self.workspace, self.config.keep_history, self.clock()
+            )
         self.log.info("dream.undo", restored=out["restored"], dream_time=out["dream_time"])
         await self._reindex([self.workspace.memory_file])
         return out
-
-    def _undo(self) -> dict[str, Any]:
-        ws = self.workspace
-        with commit_guard(ws.dir):
-            entry = last_undoable(read_journal(ws.history_dir))
-            if entry is None:
-                raise NotFound("no dream to undo: the dream journal has no undoable dream")
-            backup = entry.get("backup")
-            restored: bytes | None = None
-            if backup:
-                restored = read_bytes(ws.history_dir / backup)
-                if restored is None:
-                    raise NotFound(f"the backup {backup} of that dream is no longer in .history/")
-            now = self.clock()
-            saved = save_backup(ws.history_dir, read_bytes(ws.memory_file), now)
-            if restored is None:
-                ws.memory_file.unlink(missing_ok=True)
-            else:
-                atomic_write_bytes(ws.memory_file, restored)
-            prune_backups(ws.history_dir, self.config.keep_history)
-            consumed = list(entry.get("inputs") or [])
-            append_journal(
-                ws.history_dir,
-                {
-                    "time": iso(now),
-                    "outcome": "undone",
-                    "undoes": entry.get("id"),
-                    "restored": backup,
-                    "saved_current": saved,
-                    "inputs": consumed,
-                    "pid": os.getpid(),
-                },
-            )
-        return {
-            "path": ws.memory_file.name,
-            "restored": backup,
-            "consumed": consumed,
-            "dream_time": entry.get("time"),
-            "saved_current": saved,
-        }
 
     async def status(self) -> dict[str, Any]:
         """Gates (current values vs thresholds), lock, last consolidation and last run."""

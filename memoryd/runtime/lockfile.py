@@ -18,19 +18,16 @@ Within one process, two holders of one lock file are refused outright (a process
 held paths): two tasks of one daemon share a PID, so the file alone cannot tell them apart.
 The clock and the PID check are injectable for tests.
 
-:func:`commit_guard` is the one real mutex: an exclusive ``flock`` of the workspace
-directory, held only for a dream's short file work (never across a model call) and released
-by the kernel if its holder dies.
+The one real mutex between processes is :func:`memoryd.store.history.commit_guard`, held
+only for a dream's short file work.
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -68,17 +65,6 @@ def process_alive(pid: int, since: float) -> bool:
     except psutil.AccessDenied:
         return True
     return started <= since + START_TIME_SLACK
-
-
-@contextmanager
-def commit_guard(directory: Path) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``directory`` (released on exit or if the process dies)."""
-    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | os.O_CLOEXEC)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
 
 
 def parse_pid(body: str | None) -> int | None:

@@ -4,24 +4,48 @@
   :func:`prune_backups` keeps the newest ``dream.keep_history``.
 - The journal ``dreams.jsonl``: one JSON object per line, appended with a single ``write``
   (``O_APPEND``), so a crash leaves at most a torn last line, which :func:`read_journal` skips.
+- :func:`undo_last`: restore the ``MEMORY.md`` the last (not yet undone) dream replaced.
+- The journalled cleanup of consumed session logs: a written dream plans which logs to delete
+  (:func:`plan_clean_up`), journals them with their content hashes, then deletes them
+  (:func:`delete_unchanged`); if it is killed in between, :func:`finish_interrupted_clean_up`
+  completes the deletions later — only while ``MEMORY.md`` is still what that dream wrote.
+- :func:`commit_guard`: the one real mutex between processes — an exclusive ``flock`` of the
+  workspace directory, held only for a dream's or an undo's short file work (never across a
+  model call) and released by the kernel if its holder dies.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
 import secrets
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import structlog
+from blake3 import blake3
+
+from memoryd.core.dreaming import is_session_log, last_undoable
+from memoryd.errors import NotFound, StorageError
 from memoryd.store.files import atomic_write_bytes, read_bytes
+from memoryd.store.layout import Workspace
+
+log = structlog.get_logger(__name__)
 
 JOURNAL = "dreams.jsonl"
 #: Journal outcomes whose dream released the lock with the time advanced (a consolidation).
 SETTLED = frozenset({"written", "nothing_to_store", "rejected", "refused"})
 _BACKUP = re.compile(r"\AMEMORY\.\d{8}T\d{6}\.\d{6}Z(?:-\d+)?\.md\Z")
+
+
+def digest(data: bytes | None) -> str | None:
+    """The content hash (blake3, hex) of a file's bytes; None for a missing file."""
+    return None if data is None else blake3(data).hexdigest()
 
 
 def utc(stamp: float) -> datetime:
@@ -113,3 +137,141 @@ def last_settled(entries: list[dict[str, Any]]) -> float | None:
             if stamp is not None:
                 return stamp
     return None
+
+
+@contextmanager
+def commit_guard(directory: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``directory`` (released on exit or if the process dies)."""
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def undo_last(ws: Workspace, keep: int, now: float) -> dict[str, Any]:
+    """Restore the ``MEMORY.md`` the last (not yet undone) dream replaced (SPEC §8.4).
+
+    The current file is saved into ``.history/`` first, so an undo loses nothing; the undo
+    is journalled. Returns ``{path, restored, consumed, dream_time, saved_current}``:
+    ``consumed`` names the session logs that dream consumed (they are gone). Raises
+    :class:`NotFound` when no dream can be undone.
+    """
+    with commit_guard(ws.dir):
+        entry = last_undoable(read_journal(ws.history_dir))
+        if entry is None:
+            raise NotFound("no dream to undo: the dream journal has no undoable dream")
+        backup = entry.get("backup")
+        restored: bytes | None = None
+        if backup:
+            restored = read_bytes(ws.history_dir / backup)
+            if restored is None:
+                raise NotFound(f"the backup {backup} of that dream is no longer in .history/")
+        saved = save_backup(ws.history_dir, read_bytes(ws.memory_file), now)
+        if restored is None:
+            ws.memory_file.unlink(missing_ok=True)
+        else:
+            atomic_write_bytes(ws.memory_file, restored)
+        prune_backups(ws.history_dir, keep)
+        consumed = list(entry.get("inputs") or [])
+        append_journal(
+            ws.history_dir,
+            {
+                "time": iso(now),
+                "outcome": "undone",
+                "undoes": entry.get("id"),
+                "restored": backup,
+                "saved_current": saved,
+                "inputs": consumed,
+                "pid": os.getpid(),
+            },
+        )
+    return {
+        "path": ws.memory_file.name,
+        "restored": backup,
+        "consumed": consumed,
+        "dream_time": entry.get("time"),
+        "saved_current": saved,
+    }
+
+
+# ---------------------------------------------------------------------------- cleanup
+
+
+def plan_clean_up(
+    sessions_dir: Path, consumed: Sequence[str], hashes: dict[str, str], recent_after: float
+) -> tuple[dict[str, str], tuple[str, ...]]:
+    """Which consumed logs a written dream deletes — those whose content still has the hash
+    it had when gathered and that were not modified after ``recent_after`` (a session may
+    still be writing them) — with their hashes; and the names kept."""
+    doomed: dict[str, str] = {}
+    kept: list[str] = []
+    for name in consumed:
+        path = sessions_dir / name
+        try:
+            recent = path.stat().st_mtime > recent_after
+            found = digest(read_bytes(path))
+        except FileNotFoundError:
+            continue
+        except (OSError, StorageError) as exc:
+            log.warning("dream.delete_failed", path=str(path), error=str(exc))
+            kept.append(name)
+            continue
+        if recent or found is None or found != hashes.get(name):
+            kept.append(name)
+        else:
+            doomed[name] = found
+    return doomed, tuple(kept)
+
+
+def delete_unchanged(
+    sessions_dir: Path, doomed: dict[str, str], after_each: Callable[[], None] | None = None
+) -> tuple[tuple[Path, ...], tuple[str, ...]]:
+    """Delete the logs whose content still has the given hash: ``(deleted, kept names)``.
+    ``after_each`` runs after each deletion (a test seam)."""
+    deleted: list[Path] = []
+    kept: list[str] = []
+    for name, expected in doomed.items():
+        path = sessions_dir / name
+        try:
+            if digest(read_bytes(path)) != expected:
+                kept.append(name)  # written to at the last moment: keep it
+                continue
+            path.unlink()
+        except FileNotFoundError:
+            continue
+        except (OSError, StorageError) as exc:
+            log.warning("dream.delete_failed", path=str(path), error=str(exc))
+            kept.append(name)
+            continue
+        deleted.append(path)
+        if after_each is not None:
+            after_each()
+    return tuple(deleted), tuple(kept)
+
+
+def finish_interrupted_clean_up(
+    ws: Workspace, after_each: Callable[[], None] | None = None
+) -> tuple[Path, ...]:
+    """Delete the logs the last journalled dream meant to delete but did not (it was killed
+    during its cleanup) — only while ``MEMORY.md`` is still exactly what that dream wrote,
+    and only logs whose content is still what it consumed. Returns the deleted paths."""
+    with commit_guard(ws.dir):
+        entry = last_undoable(read_journal(ws.history_dir))
+        doomed = entry.get("deleted_hashes") if entry is not None else None
+        if entry is None or not isinstance(doomed, dict) or not doomed:
+            return ()
+        if digest(read_bytes(ws.memory_file)) != entry.get("memory_hash"):
+            return ()
+        safe = {
+            name: expected
+            for name, expected in doomed.items()
+            if isinstance(name, str)
+            and isinstance(expected, str)
+            and is_session_log(name)
+            and "/" not in name
+            and (ws.sessions_dir / name).exists()
+        }
+        deleted, _ = delete_unchanged(ws.sessions_dir, safe, after_each)
+    return deleted
