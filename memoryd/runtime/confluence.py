@@ -232,7 +232,8 @@ class Confluence:
                 await self._run(config, state, report)
             finally:
                 report.finished_at = self.clock()
-                await self._persist(state, report)
+                with anyio.CancelScope(shield=True), anyio.move_on_after(10):
+                    await self._persist(state, report)  # even when the daemon stops mid-run
             return report.to_dict()
 
     async def _run(self, config: Config, state: dict[str, Any], report: RunReport) -> None:

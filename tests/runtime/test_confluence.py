@@ -561,6 +561,7 @@ async def test_through_the_daemon_status_and_the_cli(home: Path) -> None:
         await wait_until(found)
         status = (await d.status())["confluence"]
         assert status["last_run"]["counts"]["shared"] == 1 and status["enabled"] is True
+        assert (status["schedule"], status["next_run"]) == ("off", None)
 
         shown = await anyio.to_thread.run_sync(memoryd_cli, home, "confluence", "status")
         assert shown.returncode == 0, shown.stderr
@@ -570,6 +571,28 @@ async def test_through_the_daemon_status_and_the_cli(home: Path) -> None:
         again = await anyio.to_thread.run_sync(memoryd_cli, home, "confluence", "run")
         assert again.returncode == 0, again.stderr
         assert "skipped (no_new_material)" in again.stdout and model.calls == 3
+
+
+async def test_the_supervisor_records_a_workspace_once_per_daemon_life(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memoryd.runtime import supervisor
+
+    recorded: list[str] = []
+    real = supervisor.record_workspace
+
+    def counting(root: Path, ws: Workspace) -> bool:
+        recorded.append(ws.key.dirname)
+        return real(root, ws)
+
+    monkeypatch.setattr(supervisor, "record_workspace", counting)
+    ws = project(home, "app")
+    async with in_process_daemon(config="[daemon]\nactor_idle_secs = 0.05\n") as d:
+        await d.search(ws, "x")
+        await d.call("memory.search", workspace=f"{ws}/./", query="x")  # another spelling
+        await wait_until(lambda: d.daemon.supervisor.slots[recorded[0]].actor is None)
+        await d.search(ws, "x")  # the idle actor starts again: no second record
+    assert recorded == [resolve_workspace(ws, home / "memory").key.dirname]
 
 
 def test_the_cli_says_when_no_daemon_runs(capsys: pytest.CaptureFixture[str]) -> None:
