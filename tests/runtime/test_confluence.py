@@ -579,7 +579,7 @@ async def test_the_supervisor_records_a_workspace_once_per_daemon_life(
     from memoryd.runtime import supervisor
 
     recorded: list[str] = []
-    real = supervisor.record_workspace
+    real = record_workspace
 
     def counting(root: Path, ws: Workspace) -> bool:
         recorded.append(ws.key.dirname)
