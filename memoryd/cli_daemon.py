@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from memoryd.cli import EXIT_ERROR, EXIT_OK, Subcommands, command, single_error
+from memoryd.cli_confluence import confluence_status_line
 from memoryd.cli_memory import add_common, client_for, print_json
 from memoryd.errors import AlreadyRunning, MemorydError
 from memoryd.store import configfile
@@ -193,6 +194,8 @@ def render_status(status: dict[str, Any], now: float | None = None) -> str:
         f"memory {status['memory_root']}",
         "",
     ]
+    if isinstance(status.get("confluence"), dict):
+        lines.insert(-1, confluence_status_line(status["confluence"]))
     actors: list[dict[str, Any]] = status.get("actors") or []
     if not actors:
         lines.append("no workspaces served yet (they start on first use)")
