@@ -9,7 +9,8 @@ language, at the default ``min_score`` (what a caller gets) and at ``min_score =
 ranking alone), plus the mean reciprocal rank.
 
 ``--speed`` also measures the local model on this machine: load time, resident memory, chunks
-embedded per second (English and Chinese chunks of ~200 tokens) and single-query latency.
+embedded per second (batches of 64 English and Chinese chunks of ~210–230 model tokens, i.e.
+~1000 and ~300 characters) and single-query latency.
 Exits 1 when hybrid is below FTS-only overall or not above it on the paraphrases, 2 when the
 ``local`` extra is missing.
 """
@@ -130,6 +131,7 @@ def measure_speed(provider: LocalProvider) -> dict[str, float]:
         "rss_mb_process": round(rss_after / 2**20, 1),
     }
     for label, text in (("english", english), ("chinese", chinese)):
+        figures[f"chunk_chars_{label}"] = len(text)
         batch = [f"{i} {text}" for i in range(64)]
         started = time.perf_counter()
         anyio.run(provider.embed, batch)

@@ -413,6 +413,9 @@ class WorkspaceMemory:
         pending = await self._run(self.index.pending_vectors, size)
         state = self.embedding
         if not pending:
+            if state.run_embedded and state.run_started_at is not None:
+                secs = round(self.clock() - state.run_started_at, 3)
+                self.log.info("embedding.caught_up", vectors=state.run_embedded, secs=secs)
             state.end_run()
             return 0
         state.begin_batch(self.clock())
