@@ -105,10 +105,10 @@ def main(argv: list[str]) -> int:
     )
     try:
         if args.soak:
-            suite.memory(args.soak)
+            suite.memory(args.soak, variants=False)
         else:
             suite.run()
-            suite.memory(plan.soak_secs)
+            suite.memory(plan.soak_secs, variants=plan.rss_variants)
             suite.part("local provider", suite.local_provider)
     finally:
         if not args.keep:

@@ -20,7 +20,7 @@ from typing import Any
 
 import anyio
 
-from bench.daemon import DaemonProcess
+from bench.daemon import BenchHome, DaemonProcess
 from bench.raw import RawFts
 from bench.report import Row, Target, median, percentile
 
@@ -171,6 +171,25 @@ def idle_rss(daemon: DaemonProcess, workspaces: Sequence[Path], dbs: Sequence[Pa
             details={"chunks_per_workspace": chunks},
         )
     ]
+
+
+def restarted_rss(
+    home: BenchHome, workspaces: Sequence[Path], title: str, note: str, env: dict[str, str]
+) -> Row:
+    """Idle RSS of a fresh daemon that opens already-built indexes (no indexing in its life)."""
+    with DaemonProcess(home, provider="none", extra_env=env) as daemon:
+        with daemon.client(timeout=300) as client:
+            for ws in workspaces:
+                client.call("memory.search", workspace=str(ws), query="sqlite index migration")
+        return Row(title, "MB", settled_rss(daemon) / MB, note=note)
+
+
+def hidden_numpy(workdir: Path) -> dict[str, str]:
+    """Environment that makes ``import numpy`` fail in the daemon (sqlite_vec imports it)."""
+    package = workdir / "no-numpy" / "numpy"
+    package.mkdir(parents=True, exist_ok=True)
+    (package / "__init__.py").write_text('raise ImportError("numpy hidden by the benchmark")\n')
+    return {"PYTHONPATH": str(package.parent)}
 
 
 def soak(

@@ -55,6 +55,7 @@ class Plan:
     rss_chunks: int
     soak_secs: float
     local_queries: int
+    rss_variants: bool
 
 
 QUICK = Plan(
@@ -71,6 +72,7 @@ QUICK = Plan(
     rss_chunks=300,
     soak_secs=0.0,
     local_queries=20,
+    rss_variants=False,
 )
 
 FULL = Plan(
@@ -87,6 +89,7 @@ FULL = Plan(
     rss_chunks=1500,
     soak_secs=20.0,
     local_queries=50,
+    rss_variants=True,
 )
 
 
@@ -345,7 +348,7 @@ class Suite:
 
     # ------------------------------------------------------------------ memory
 
-    def memory(self, soak_secs: float) -> None:
+    def memory(self, soak_secs: float, *, variants: bool) -> None:
         home = BenchHome(self.workdir / "b")
         n = self.plan.rss_workspaces
         spaces: list[Path] = []
@@ -378,6 +381,30 @@ class Suite:
                         load.soak(daemon, spaces, self.queries, seconds=soak_secs)
                     ),
                 )
+        if variants:
+            self.part("idle RSS variants", lambda: self.rss_variants(home, spaces))
+
+    def rss_variants(self, home: BenchHome, spaces: list[Path]) -> None:
+        """Where the idle RSS goes: a restarted daemon, and one that cannot import numpy."""
+        self.rows.append(
+            load.restarted_rss(
+                home,
+                spaces,
+                f"  RSS idle, {len(spaces)} workspaces, daemon restarted",
+                "indexes already built: nothing indexed in this daemon's life",
+                {},
+            )
+        )
+        self.rows.append(
+            load.restarted_rss(
+                home,
+                spaces,
+                f"  RSS idle, {len(spaces)} workspaces, restarted, numpy hidden",
+                "the sqlite_vec package imports numpy (+ OpenBLAS) when it is installed, as "
+                "it is with the 'local' extra; here `import numpy` fails in the daemon",
+                load.hidden_numpy(self.workdir),
+            )
+        )
 
     # ------------------------------------------------------------------ local provider
 
