@@ -22,6 +22,7 @@ with ``[llm] base_url = "http://127.0.0.1:<port>/v1"``, ``model = "fake"``
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections import deque
@@ -287,3 +288,18 @@ def _handler_for(llm: FakeLLM) -> type[BaseHTTPRequestHandler]:
                 pass  # the client (a killed daemon) is gone
 
     return Handler
+
+
+# ---------------------------------------------------------------------- ready-made answers
+
+_SEPARATOR = re.compile(r"^--- (?:MEMORY\.md|Session: .*) ---$")
+
+
+def echo_dream(prompt: Prompt) -> str:
+    """A dream answer keeping every line of its input except the separators, in order.
+
+    A model that never merges: whatever was in ``MEMORY.md`` stays, and every session log's
+    sections are added — so a log consumed twice shows up as a duplicated section.
+    """
+    lines = [line for line in prompt.user.splitlines() if not _SEPARATOR.match(line)]
+    return "\n".join(lines).strip() + "\n"
