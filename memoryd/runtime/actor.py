@@ -185,6 +185,9 @@ class WorkspaceActor:
         await self.memory.refresh_identity()
         backoff = 1.0
         while True:
+            # A fresh event before looking: a write landing while this batch is read or
+            # embedded sets it, so it is never lost between "nothing pending" and the wait.
+            wakeup = self._embed_wakeup = anyio.Event()
             try:
                 await self.memory.sync()
                 stored = await self.memory.embed_pending()
@@ -195,8 +198,7 @@ class WorkspaceActor:
                 continue
             backoff = 1.0
             if stored == 0:
-                self._embed_wakeup = anyio.Event()
-                await self._embed_wakeup.wait()
+                await wakeup.wait()
 
     async def _dream_check_loop(self) -> None:
         """The optional periodic dream check (only while ``dream.check_interval_secs`` > 0)."""
