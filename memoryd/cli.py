@@ -20,7 +20,7 @@ from typing import TypeAlias
 
 from memoryd import __version__
 from memoryd.core.config import as_dict, render_toml
-from memoryd.errors import MemorydError
+from memoryd.errors import MemorydError, only_error
 from memoryd.store import configfile
 
 EXIT_OK = 0
@@ -54,8 +54,25 @@ def exit_status(error: MemorydError | None) -> int:
             return EXIT_ERROR
 
 
+def _load_commands() -> None:
+    """Import the command modules: each registers its commands with :func:`command`.
+
+    Imported here, not at module level, so a command module can import this one (and each
+    other) in any order without an import cycle.
+    """
+    from memoryd import (  # noqa: F401
+        cli_agents,
+        cli_confluence,
+        cli_daemon,
+        cli_mcp,
+        cli_memory,
+        cli_sessions,
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser, with every registered command."""
+    _load_commands()
     parser = argparse.ArgumentParser(
         prog="memoryd",
         description="Long-term markdown memory for coding agents, served by one daemon.",
@@ -102,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MemorydError as exc:
         return report(exc)
     except BaseExceptionGroup as group:  # from the daemon's task groups (`serve --foreground`)
-        error = single_error(group)
+        error = only_error(group)
         if error is None:
             raise
         return report(error)
@@ -121,20 +138,6 @@ def report(error: MemorydError) -> int:
     print(f"memoryd: error: {error}", file=sys.stderr)
     return exit_status(error)
 
-
-def single_error(group: BaseExceptionGroup[BaseException]) -> MemorydError | None:
-    """The one :class:`MemorydError` a (nested) exception group holds, if that is all it holds."""
-    leaves: list[BaseException] = []
-    pending: list[BaseException] = [group]
-    while pending:
-        exc = pending.pop()
-        if isinstance(exc, BaseExceptionGroup):
-            pending.extend(exc.exceptions)
-        else:
-            leaves.append(exc)
-    if len(leaves) == 1 and isinstance(leaves[0], MemorydError):
-        return leaves[0]
-    return None
 
 
 def _silence_stdout() -> None:
@@ -191,14 +194,3 @@ def _config_check(args: argparse.Namespace) -> int:
     configfile.check(args.file)
     print(f"{args.file}: ok")
     return EXIT_OK
-
-
-# Commands defined in their own modules register themselves on import.
-from memoryd import (  # noqa: E402, F401
-    cli_agents,
-    cli_confluence,
-    cli_daemon,
-    cli_mcp,
-    cli_memory,
-    cli_sessions,
-)

@@ -10,10 +10,10 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from memoryd.cli import EXIT_ERROR, EXIT_OK, Subcommands, command, single_error
+from memoryd.cli import EXIT_ERROR, EXIT_OK, Subcommands, command
 from memoryd.cli_confluence import confluence_status_line
 from memoryd.cli_memory import add_common, client_for, print_json
-from memoryd.errors import AlreadyRunning, MemorydError
+from memoryd.errors import AlreadyRunning, MemorydError, only_error
 from memoryd.store import configfile
 
 READY_TIMEOUT_SECS = 60.0
@@ -88,7 +88,7 @@ def _run_detached(config: str | None, reporter: _Reporter) -> int:
         reporter.send(f"error: {exc}")
         return EXIT_ERROR
     except BaseExceptionGroup as group:
-        error = single_error(group)
+        error = only_error(group)
         reporter.send(f"error: {error or _describe(group)}")
         if error is None:
             traceback.print_exception(group)  # into the log

@@ -163,3 +163,19 @@ class DaemonNotRunning(MemorydError):
     """No daemon answers on the socket (client side)."""
 
     code = "daemon_not_running"
+
+
+def only_error(group: BaseExceptionGroup[BaseException]) -> MemorydError | None:
+    """The one :class:`MemorydError` a (nested) task-group exception group holds, if that is
+    all it holds (so callers can report it instead of the group)."""
+    leaves: list[BaseException] = []
+    pending: list[BaseException] = [group]
+    while pending:
+        exc = pending.pop()
+        if isinstance(exc, BaseExceptionGroup):
+            pending.extend(exc.exceptions)
+        else:
+            leaves.append(exc)
+    if len(leaves) == 1 and isinstance(leaves[0], MemorydError):
+        return leaves[0]
+    return None

@@ -22,10 +22,10 @@ from typing import Any
 import psutil
 import pytest
 
-from memoryd.cli import single_error
 from memoryd.cli_daemon import render_status
 from memoryd.client import Client
 from memoryd.errors import AlreadyRunning, InvalidParams, MemorydError
+from memoryd.errors import only_error as single_error
 from tests.test_cli_memory import (
     LiveDaemon,
     daemon_env,

@@ -25,15 +25,25 @@ def _bad(name: str, expected: str, value: object) -> InvalidParams:
     )
 
 
+def _absent(value: Any, default: Any) -> bool:
+    """No value given: missing, or null where the parameter has a default."""
+    return value is MISSING or (value is None and default is not MISSING)
+
+
+def _default(name: str, default: Any) -> Any:
+    """The default of an absent parameter; a required one is an error naming it."""
+    if default is MISSING:
+        raise InvalidParams(f"missing parameter '{name}'", param=name)
+    return default
+
+
 def string(
     params: Mapping[str, Any], name: str, default: Any = MISSING, *, max_len: int = 1 << 20
 ) -> Any:
     """A required (or defaulted) string parameter."""
     value = params.get(name, MISSING)
-    if value is MISSING or (value is None and default is not MISSING):
-        if default is MISSING:
-            raise InvalidParams(f"missing parameter '{name}'", param=name)
-        return default
+    if _absent(value, default):
+        return _default(name, default)
     if not isinstance(value, str):
         raise _bad(name, "a string", value)
     if len(value) > max_len:
@@ -52,10 +62,8 @@ def integer(
     maximum: int | None = None,
 ) -> Any:
     value = params.get(name, MISSING)
-    if value is MISSING or (value is None and default is not MISSING):
-        if default is MISSING:
-            raise InvalidParams(f"missing parameter '{name}'", param=name)
-        return default
+    if _absent(value, default):
+        return _default(name, default)
     if isinstance(value, bool) or not isinstance(value, int):
         raise _bad(name, "an integer", value)
     if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
@@ -74,10 +82,8 @@ def number(
     maximum: float | None = None,
 ) -> Any:
     value = params.get(name, MISSING)
-    if value is MISSING or (value is None and default is not MISSING):
-        if default is MISSING:
-            raise InvalidParams(f"missing parameter '{name}'", param=name)
-        return default
+    if _absent(value, default):
+        return _default(name, default)
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise _bad(name, "a number", value)
     value = float(value)
@@ -94,10 +100,8 @@ def number(
 
 def boolean(params: Mapping[str, Any], name: str, default: Any = MISSING) -> Any:
     value = params.get(name, MISSING)
-    if value is MISSING or (value is None and default is not MISSING):
-        if default is MISSING:
-            raise InvalidParams(f"missing parameter '{name}'", param=name)
-        return default
+    if _absent(value, default):
+        return _default(name, default)
     if not isinstance(value, bool):
         raise _bad(name, "true or false", value)
     return value
@@ -118,10 +122,8 @@ def string_list(
     params: Mapping[str, Any], name: str, default: Any = MISSING, *, max_items: int = 1000
 ) -> Any:
     value = params.get(name, MISSING)
-    if value is MISSING or (value is None and default is not MISSING):
-        if default is MISSING:
-            raise InvalidParams(f"missing parameter '{name}'", param=name)
-        return default
+    if _absent(value, default):
+        return _default(name, default)
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise _bad(name, "a list of strings", value)
     if len(value) > max_items:

@@ -28,7 +28,7 @@ import anyio
 import structlog
 
 from memoryd.core.config import Config
-from memoryd.errors import ConfigError, MemorydError
+from memoryd.errors import ConfigError, only_error
 from memoryd.providers.factory import make_provider
 from memoryd.runtime import notify
 from memoryd.runtime.agents_methods import register_agent_methods
@@ -264,22 +264,8 @@ def serve(
             backend_options=backend_options,
         )
     except BaseExceptionGroup as group:
-        error = _only_error(group)
+        error = only_error(group)
         if error is not None:
             raise error from None
         raise
 
-
-def _only_error(group: BaseExceptionGroup[BaseException]) -> MemorydError | None:
-    """The one MemorydError inside (nested) task-group exception groups, if that is all."""
-    leaves: list[BaseException] = []
-    pending: list[BaseException] = [group]
-    while pending:
-        exc = pending.pop()
-        if isinstance(exc, BaseExceptionGroup):
-            pending.extend(exc.exceptions)
-        else:
-            leaves.append(exc)
-    if len(leaves) == 1 and isinstance(leaves[0], MemorydError):
-        return leaves[0]
-    return None
