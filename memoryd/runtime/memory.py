@@ -219,8 +219,9 @@ class WorkspaceMemory:
     # ------------------------------------------------------------------ plumbing
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run one synchronous DB phase in the index's thread (one phase at a time)."""
-        return await anyio.to_thread.run_sync(fn, *args, limiter=self._db)
+        """Run one synchronous DB phase in the index's thread (one phase at a time); a
+        damaged index file is rebuilt from the markdown first (:meth:`Index.guarded`)."""
+        return await anyio.to_thread.run_sync(self.index.guarded, fn, *args, limiter=self._db)
 
     async def open(self) -> None:
         """Open the index (rebuilding it if corrupt) and find what changed while closed."""

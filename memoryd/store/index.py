@@ -7,6 +7,12 @@ transaction is ever held while the caller awaits an embedding.
 
 The index is derived data: a corrupt or unreadable file is detected at open
 (``quick_check``) and rebuilt from the markdown files, which are the source of truth.
+While it is open, :meth:`Index.guarded` runs each phase: the file deleted, replaced or cut
+shorter behind the index's back, changed otherwise with a failing ``quick_check`` on a fresh
+connection (the open connection's page cache would hide it), or a phase failing with a
+corruption error → the index is rebuilt in place from the markdown (and the phase run
+again); ``stats`` reports it (``rebuilt_reason``, ``rebuilt_at``, ``rebuilds``). Any other
+SQLite failure (disk full, I/O error, locked) is a :class:`StorageError` naming the file.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, TypeVar
 
 import blake3
 import structlog
@@ -37,6 +44,10 @@ from memoryd.store import migrations
 from memoryd.store.connection import Capabilities, Connection, DatabaseError, connect, quick_check
 
 log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+FileId = tuple[tuple[int, int, int, int] | None, ...]
+MAX_REASON_CHARS = 300
 
 CURATED = ("global", "workspace")
 STALE_VECTORS = "vectors_stale"  # meta key: chunks were deleted while sqlite-vec was missing
@@ -98,7 +109,9 @@ class Index:
         self.clock = clock
         self.rebuilt_reason: str | None = None
         self.rebuilt_at: float | None = None
+        self.rebuilds = 0
         self._conn: Connection | None = None
+        self._file_id: FileId | None = None
         self.caps: Capabilities | None = None
         self.vec_dims: int | None = None
         self.vec_model: str | None = None
@@ -106,18 +119,130 @@ class Index:
     # ------------------------------------------------------------------ open / close
 
     def open(self) -> None:
-        """Open (creating or upgrading) the index; rebuild it when it is corrupt."""
+        """Open (creating or upgrading) the index; rebuild it when it is corrupt or missing."""
         self.db_path.parent.mkdir(parents=True, exist_ok=True)
+        missing = not self.db_path.exists() and self._has_markdown()
         try:
             self._open_checked()
         except (DatabaseError, IndexCorrupt) as exc:
-            reason = str(exc)
+            reason = _short(str(exc))
             log.warning("index.corrupt", path=str(self.db_path), reason=reason)
             self.close()
             self._discard_files()
             self._open_checked()
-            self.rebuilt_reason = reason
-            self.rebuilt_at = self.clock()
+            self._rebuilt(reason)
+        else:
+            if missing:
+                self._rebuilt("the index file was missing")
+                log.warning("index.missing", path=str(self.db_path))
+        self._file_id = self._stat_id()
+
+    def _rebuilt(self, reason: str) -> None:
+        self.rebuilt_reason, self.rebuilt_at = reason, self.clock()
+        self.rebuilds += 1
+
+    def _has_markdown(self) -> bool:
+        """Whether this workspace has memory files (so a missing index existed before)."""
+        sessions = self.workspace_dir / "sessions"
+        return (self.workspace_dir / "MEMORY.md").is_file() or (
+            sessions.is_dir() and any(sessions.glob("*.md"))
+        )
+
+    # ------------------------------------------------------------------ damage while open
+
+    def guarded(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run one phase ``fn(*args)``, rebuilding the index first (or after a corruption
+        error, then running ``fn`` again) when its file was damaged; see the module docstring.
+        Other SQLite failures become a :class:`StorageError` naming the file."""
+        if self._file_id is None:  # not open (or closed): open, close and the like
+            return fn(*args)
+        try:
+            if self._conn is None:  # an earlier rebuild failed half-way (disk full …)
+                self.rebuild(self.rebuilt_reason or "the index could not be reopened")
+            self._check_file()
+            try:
+                return fn(*args)
+            except DatabaseError as exc:
+                reason = self._damage(exc)
+                if reason is None:
+                    raise
+                self.rebuild(reason)
+                return fn(*args)
+        except DatabaseError as exc:
+            raise _storage_error(self.db_path, exc) from exc
+        finally:
+            if self._conn is not None:
+                self._file_id = self._stat_id()
+
+    def _stat_id(self) -> FileId:
+        out: list[tuple[int, int, int, int] | None] = []
+        for suffix in ("", "-wal"):
+            try:
+                st = os.stat(f"{self.db_path}{suffix}")
+            except OSError:
+                out.append(None)
+                continue
+            out.append((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
+        return tuple(out)
+
+    def _check_file(self) -> None:
+        """Rebuild when the file changed behind our back and is damaged (see guarded)."""
+        now = self._stat_id()
+        before = self._file_id
+        if before is None or now == before:
+            return
+        main, old = now[0], before[0]
+        if main is None:
+            reason: str | None = "the index file was deleted while open"
+        elif old is not None and main[:2] != old[:2]:
+            reason = "the index file was replaced while open"
+        elif old is not None and main[2] < old[2]:
+            reason = f"the index file was cut from {old[2]} to {main[2]} bytes while open"
+        else:
+            reason = self._fresh_check()
+        if reason is None:
+            self._file_id = now  # another SQLite connection wrote it: fine
+            return
+        self.rebuild(reason)
+
+    def _fresh_check(self) -> str | None:
+        """``quick_check`` on a new connection, which reads the file, not our cache."""
+        try:
+            conn, _ = connect(self.db_path)
+        except DatabaseError as exc:
+            return _short(str(exc))
+        try:
+            problem = quick_check(conn)
+        finally:
+            conn.close()
+        return None if problem is None else _short(f"index failed quick_check: {problem}")
+
+    def _damage(self, exc: Exception) -> str | None:
+        """Why a failed phase means a damaged index, or None (disk full, locked …)."""
+        if not self.db_path.exists():
+            return "the index file was deleted while open"
+        found = self._fresh_check()
+        if found is not None:
+            return f"{_short(str(exc))}; {found}"
+        return None
+
+    def rebuild(self, reason: str) -> None:
+        """Throw the index away and rebuild it from the markdown files, now."""
+        log.warning("index.corrupt", path=str(self.db_path), reason=reason, while_open=True)
+        model, dims = self.vec_model, self.vec_dims
+        self._close_conn()
+        self._discard_files()
+        self.db_path.parent.mkdir(parents=True, exist_ok=True)
+        self._open_checked()
+        if model is not None and dims is not None:
+            self.set_embedding_identity(model, dims)
+        self._rebuilt(reason)
+        self.sync_paths(self.disk_files())
+        self._file_id = self._stat_id()
+        log.info("index.rebuilt", path=str(self.db_path), chunks=self.count_chunks())
+
+    def count_chunks(self) -> int:
+        return int(self.conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
 
     def _open_checked(self) -> None:
         conn, caps = connect(self.db_path)
@@ -144,6 +269,10 @@ class Index:
                 raise StorageError(f"cannot remove corrupt index {self.db_path}: {exc}") from exc
 
     def close(self) -> None:
+        self._file_id = None
+        self._close_conn()
+
+    def _close_conn(self) -> None:
         if self._conn is not None:
             try:
                 self._conn.close()
@@ -626,4 +755,21 @@ class Index:
             "vectors_pending": self.count_pending_vectors(),
             "rebuilt_reason": self.rebuilt_reason,
             "rebuilt_at": self.rebuilt_at,
+            "rebuilds": self.rebuilds,
         }
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 1] + "…"
+
+
+_ERRNO_HINTS = (("full", "ENOSPC"), ("i/o", "EIO"), ("locked", "EBUSY"), ("readonly", "EROFS"))
+
+
+def _storage_error(path: Path, exc: Exception) -> StorageError:
+    """A SQLite failure that is not damage, as the StorageError clients see."""
+    text = str(exc)
+    name = next((code for hint, code in _ERRNO_HINTS if hint in text.lower()), None)
+    detail = f"{name}: {text}" if name else text
+    return StorageError(f"cannot use index {path}: {detail}", path=str(path), errno=name)
