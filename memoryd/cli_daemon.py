@@ -185,11 +185,14 @@ def render_status(status: dict[str, Any], now: float | None = None) -> str:
     printed under its row.
     """
     now = time.time() if now is None else now
-    provider = status.get("embedding_provider") or "none (FTS only)"
+    provider = status.get("embedding") or status.get("embedding_provider") or "none (FTS only)"
+    if status.get("embedding_error"):
+        provider += f" — not ready: {status['embedding_error']}"
     lines = [
         f"memoryd {status['version']}  pid {status['pid']}  up {_duration(status['uptime_secs'])}"
-        f"  rss {_mb(status.get('rss_bytes'))}  loop {status.get('loop', '?')}"
-        f"  embeddings: {provider}",
+        f"  rss {_mb(status.get('rss_bytes'))}  loop {status.get('loop', '?')}",
+        f"embeddings: {provider}",
+        f"chat model: {status.get('chat_model') or 'not configured (flush and dream are off)'}",
         f"socket {status['socket']}",
         f"memory {status['memory_root']}",
         "",

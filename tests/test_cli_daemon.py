@@ -399,7 +399,9 @@ def _running(**changes: Any) -> dict[str, Any]:
 def test_render_status_without_workspaces() -> None:
     text = render_status(_status(), now=NOW)
     assert text.splitlines() == [
-        "memoryd 0.1.0  pid 4242  up 2h  rss 52.4 MB  loop uvloop  embeddings: none (FTS only)",
+        "memoryd 0.1.0  pid 4242  up 2h  rss 52.4 MB  loop uvloop",
+        "embeddings: none (FTS only)",
+        "chat model: not configured (flush and dream are off)",
         "socket /run/user/1000/memoryd/memoryd.sock",
         "memory /home/me/.local/share/memoryd/memory",
         "",
@@ -410,8 +412,8 @@ def test_render_status_without_workspaces() -> None:
 def test_render_status_with_one_running_workspace() -> None:
     text = render_status(_status(_running(), provider="hash-64"), now=NOW)
     lines = text.splitlines()
-    assert lines[0].endswith("embeddings: hash-64")
-    header, row = lines[4], lines[5]
+    assert lines[1] == "embeddings: hash-64"
+    header, row = lines[6], lines[7]
     assert header.split("  ")[0].strip() == "WORKSPACE"
     assert re.split(r"\s{2,}", header) == [
         "WORKSPACE",
@@ -434,7 +436,7 @@ def test_render_status_with_one_running_workspace() -> None:
         "2m ago, 3.2 ms fts_only",
     ]
     assert header.index("STATE") == row.index("running")  # columns line up
-    assert len(lines) == 6
+    assert len(lines) == 8
 
 
 def test_render_status_with_a_failed_workspace_shows_its_last_error() -> None:
@@ -467,8 +469,8 @@ def test_render_status_notes_an_index_rebuilt_at_open_and_polling() -> None:
         },
     )
     lines = render_status(_status(actor), now=NOW).splitlines()
-    assert re.split(r"\s{2,}", lines[5])[2:7] == ["polling", "0", "2", "9", "5"]
-    assert lines[6:] == [
+    assert re.split(r"\s{2,}", lines[7])[2:7] == ["polling", "0", "2", "9", "5"]
+    assert lines[8:] == [
         "  watcher: inotify watch limit reached",
         "  index rebuilt from the markdown files 2h ago: "
         "quick_check failed: database disk image is malformed",
