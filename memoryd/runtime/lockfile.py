@@ -34,6 +34,7 @@ from typing import Any, Literal
 
 import psutil
 
+from memoryd.errors import StorageError
 from memoryd.store.files import atomic_write_text, read_text
 
 #: A process must have started at least this long before the lock's mtime to be its holder
@@ -169,7 +170,14 @@ class DreamLock:
     # ------------------------------------------------------------------ writing
 
     def _write(self, body: str, mtime: float) -> None:
-        atomic_write_text(self.path, body)
+        try:
+            atomic_write_text(self.path, body)
+        except StorageError:
+            if body or not self.path.exists():
+                raise
+            # A full disk has no room for the temp file; emptying the lock in place needs
+            # none, so a release or rollback still frees the lock for the next dream.
+            os.truncate(self.path, 0)
         os.utime(self.path, (mtime, mtime))
 
     def _claim_here(self) -> bool:

@@ -28,7 +28,7 @@ from memoryd.core.keywords import build_match_query
 from memoryd.core.notes import format_note, numbered_lines
 from memoryd.core.ranking import Candidate, Ranked, RankParams, cosine_from_l2, rank
 from memoryd.core.templates import global_template, workspace_template
-from memoryd.errors import InvalidParams, NotFound
+from memoryd.errors import InvalidParams, NotFound, StorageError
 from memoryd.providers.embeddings import (
     REFERENCE_SCALE,
     EmbeddingProvider,
@@ -274,18 +274,22 @@ class WorkspaceMemory:
     # ------------------------------------------------------------------ sync
 
     async def sync(self) -> SyncReport:
-        """Sync every dirty path now (SPEC §4)."""
-        paths = self._take_dirty()
-        if not paths:
-            return SyncReport()
-        return await self._run(self.index.sync_paths, paths)
+        """Sync every dirty path now (SPEC §4); paths the index cannot take stay dirty."""
+        return await self.sync_paths(self._take_dirty())
 
     async def sync_paths(self, paths: Iterable[Path]) -> SyncReport:
-        """Re-chunk (or drop) these paths now, e.g. after flush or dream wrote them."""
+        """Re-chunk (or drop) these paths now, e.g. after flush or dream wrote them. A path
+        the index cannot take now (disk full …) stays dirty and is in ``report.failed``."""
         wanted = list(paths)
         if not wanted:
             return SyncReport()
-        return await self._run(self.index.sync_paths, wanted)
+        report = await self._run(self._sync_tolerant, wanted)
+        return report
+
+    def _sync_tolerant(self, paths: list[Path]) -> SyncReport:
+        report = self.index.sync_paths(paths, tolerant=True)
+        self.mark_dirty(path for path, _ in report.failed)
+        return report
 
     async def reconcile(self) -> int:
         """Compare disk with the index; mark and sync what differs. Returns the count."""
@@ -377,17 +381,22 @@ class WorkspaceMemory:
         dirty = self._take_dirty()
 
         def phase() -> tuple[SyncReport, list[Any], int]:
-            report = self.index.sync_paths(dirty) if dirty else SyncReport()
+            report = self._sync_tolerant(dirty) if dirty else SyncReport()
             found = self.index.candidates(match, vector, limit, sources)
             return report, found, self.index.generation()
 
         report, candidates, generation = await self._run(phase)
+        if report.failed:  # answer from the index as it is; say what it is missing
+            warning = f"the index could not take every change: {report.failed[0][1].message}"
         if vector is not None:
             candidates = self._calibrated(candidates)
         ranked = rank(candidates, params, self.clock())
         hits = [SearchHit.from_ranked(item) for item in ranked]
         if count_access and hits:
-            await self._run(self.index.bump_access, [h.chunk_id for h in hits])
+            try:
+                await self._run(self.index.bump_access, [h.chunk_id for h in hits])
+            except StorageError as exc:  # access counts are best effort
+                self.log.warning("search.access_count_failed", error=str(exc))
         took_ms = round((time.perf_counter() - started) * 1000, 3)
         self.log.info(
             "search",
@@ -495,8 +504,16 @@ class WorkspaceMemory:
                 append_section(target, note)  # keeps bytes a person wrote, even odd ones
 
             await anyio.to_thread.run_sync(write)
-        await self.sync_paths([target])
+        report = await self.sync_paths([target])
         self.log.info("remember", scope=scope, path=rel, chars=len(note))
+        if report.failed:  # the note is on disk (acknowledged); the index catches up later
+            error = report.failed[0][1].message
+            return {
+                "path": rel,
+                "written": True,
+                "indexed": False,
+                "warning": f"the note is written but not indexed yet: {error}",
+            }
         return {"path": rel, "written": True}
 
     async def get(self, path: str, start: int = 1, lines: int | None = None) -> dict[str, Any]:
@@ -540,9 +557,11 @@ class WorkspaceMemory:
                 self.index.set_embedding_identity(
                     self.provider.model_id, self.provider.dims, force=True
                 )
-            return self.index.sync_paths(self.index.disk_files() + self._take_dirty())
+            return self._sync_tolerant(self.index.disk_files() + self._take_dirty())
 
         report = await self._run(phase)
+        if report.failed:
+            raise report.failed[0][1]
         pending = await self._run(self.index.count_pending_vectors)
         return {
             "files": report.synced,

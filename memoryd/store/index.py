@@ -69,6 +69,8 @@ class SyncReport:
     chunks_added: int = 0
     chunks_removed: int = 0
     errors: list[str] = field(default_factory=list)
+    failed: list[tuple[Path, StorageError]] = field(default_factory=list)
+    """Paths the index could not take (disk full …); they are still to be synced."""
 
     def add(self, other: SyncReport) -> None:
         self.synced += other.synced
@@ -77,6 +79,7 @@ class SyncReport:
         self.chunks_added += other.chunks_added
         self.chunks_removed += other.chunks_removed
         self.errors.extend(other.errors)
+        self.failed.extend(other.failed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +166,7 @@ class Index:
             try:
                 return fn(*args)
             except DatabaseError as exc:
-                reason = self._damage(exc)
+                reason = self.damage(exc)
                 if reason is None:
                     raise
                 self.rebuild(reason)
@@ -217,7 +220,7 @@ class Index:
             conn.close()
         return None if problem is None else _short(f"index failed quick_check: {problem}")
 
-    def _damage(self, exc: Exception) -> str | None:
+    def damage(self, exc: Exception) -> str | None:
         """Why a failed phase means a damaged index, or None (disk full, locked …)."""
         if not self.db_path.exists():
             return "the index file was deleted while open"
@@ -316,8 +319,12 @@ class Index:
 
     # ------------------------------------------------------------------ sync
 
-    def sync_paths(self, paths: Iterable[Path]) -> SyncReport:
-        """Re-chunk every path that exists, drop the chunks of every path that is gone."""
+    def sync_paths(self, paths: Iterable[Path], *, tolerant: bool = False) -> SyncReport:
+        """Re-chunk every path that exists, drop the chunks of every path that is gone.
+
+        With ``tolerant``, a path the database cannot take (disk full, I/O error) is listed
+        in ``failed`` and the others still sync; damage (:meth:`damage`) always raises.
+        """
         report = SyncReport()
         for path in paths:
             if not self.belongs(path):
@@ -327,6 +334,13 @@ class Index:
             except OSError as exc:
                 report.errors.append(f"{path}: {exc}")
                 log.warning("index.sync_failed", path=str(path), error=str(exc))
+            except DatabaseError as exc:
+                if not tolerant or self.damage(exc) is not None:
+                    raise
+                error = _storage_error(self.db_path, exc)
+                report.errors.append(error.message)
+                report.failed.append((path, error))
+                log.warning("index.sync_failed", path=str(path), error=error.message)
         return report
 
     def _sync_one(self, path: Path) -> SyncReport:
@@ -405,7 +419,7 @@ class Index:
             self._bump_generation()
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            _rollback(conn)
             raise
         report.changed = 1
         report.chunks_removed = len(gone)
@@ -459,7 +473,7 @@ class Index:
                 self._bump_generation()
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            _rollback(conn)
             raise
         return len(seqs) if (known or seqs) else -1
 
@@ -605,7 +619,7 @@ class Index:
             )
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            _rollback(conn)
             raise
 
     # ------------------------------------------------------------------ vectors
@@ -664,7 +678,7 @@ class Index:
             conn.execute("DELETE FROM meta WHERE key = ?", (STALE_VECTORS,))
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            _rollback(conn)
             raise
         self.vec_model, self.vec_dims = model_id, dims
         return True
@@ -714,7 +728,7 @@ class Index:
                 stored += 1
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            _rollback(conn)
             raise
         return stored
 
@@ -757,6 +771,13 @@ class Index:
             "rebuilt_at": self.rebuilt_at,
             "rebuilds": self.rebuilds,
         }
+
+
+def _rollback(conn: Connection) -> None:
+    """Roll back the open transaction, if SQLite has not already done so (a full disk or an
+    I/O error ends it): a second error here must not hide the first."""
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
 
 
 def _short(text: str) -> str:
