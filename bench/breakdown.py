@@ -100,7 +100,7 @@ def search_steps(
         index.close()
     names = {
         "fts": ("FTS pass, all sources (Index.fts)", "raw FTS5 top-k"),
-        "fts_curated": ("FTS pass, curated only (JOIN + source filter)", ""),
+        "fts_curated": ("FTS pass, curated sources only (Index.fts)", ""),
         "knn": ("KNN, sqlite-vec vec0 scan (Index.knn)", "numpy exact top-k"),
         "load": ("load candidate rows (Index.load)", ""),
         "rank": ("merge + rank (core.ranking.rank)", ""),

@@ -112,10 +112,17 @@ class Suite:
         self.meta: dict[str, Any] = {}
         self.queries = queries(400, seed=11)
 
-    def part(self, name: str, fn: Callable[[], None]) -> None:
+    def part(self, name: str, fn: Callable[[], None], *, optional: bool = False) -> None:
+        """Run one part and time it; an ``optional`` part that fails becomes a note row."""
         self.log(f"… {name}")
         started = time.perf_counter()
-        fn()
+        try:
+            fn()
+        except Exception as exc:
+            if not optional:
+                raise
+            self.rows.append(Row(f"  {name}", "", None, note=f"failed: {exc!r}"))
+            self.log(f"  {name} failed: {exc!r}")
         self.timings[name] = round(time.perf_counter() - started, 1)
         self.log(f"  {name}: {self.timings[name]:.1f} s")
 
@@ -223,7 +230,7 @@ class Suite:
                 ),
             )
         self.hybrid(home, ws, raw)
-        self.part("indexing steps", lambda: self.indexing_steps(ws[big][1], big))
+        self.part("indexing steps", lambda: self.indexing_steps(ws[big][1], big), optional=True)
         for r in raw.values():
             r.close()
 
@@ -312,10 +319,16 @@ class Suite:
         rows[0].details["vectors_pending"] = stats.get("vectors_pending")
         self.rows += rows
         if self.profile and size == self.plan.sizes[-1]:
-            self.profile_daemon(daemon, w)
-        self.rows += breakdown.search_steps(
-            db, home.root, mdir, self.queries[:20], raw, vectors, qvecs, label(size)
-        )
+            self.part("profile", lambda: self.profile_daemon(daemon, w), optional=True)
+
+        def steps() -> None:
+            self.rows.extend(
+                breakdown.search_steps(
+                    db, home.root, mdir, self.queries[:20], raw, vectors, qvecs, label(size)
+                )
+            )
+
+        self.part(f"search steps {label(size)}", steps, optional=True)
 
     def profile_daemon(self, daemon: DaemonProcess, ws: Path) -> None:
         out = self.profile
