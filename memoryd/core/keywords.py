@@ -65,14 +65,17 @@ or 现在, is kept)."""
 _WORD = re.compile(r"[^\W_]+")  # runs of letters and digits; '_' splits, as in unicode61
 
 
+_CJK_CLASS = "".join(f"{re.escape(chr(low))}-{re.escape(chr(high))}" for low, high in _CJK_RANGES)
+_CJK_RUN = re.compile(f"[{_CJK_CLASS}]+")
+
+
 def is_cjk(ch: str) -> bool:
     """True for a Han ideograph, kana or Hangul letter (not CJK punctuation or symbols).
 
     Only letters and numerals count (``str.isalnum``), so the katakana middle dot ``・`` or
     the voiced sound marks ``゛`` separate runs exactly as they separate FTS5 tokens.
     """
-    code = ord(ch)
-    return any(low <= code <= high for low, high in _CJK_RANGES) and ch.isalnum()
+    return _CJK_RUN.fullmatch(ch) is not None and ch.isalnum()
 
 
 def cjk_bigrams(run: str) -> list[str]:
@@ -89,23 +92,38 @@ def fts_text(text: str) -> str:
     character; everything else is left as it is. ``"用SQLite存数据"`` becomes
     ``"用 SQLite 存数 数据"``.
     """
+    if text.isascii():
+        return text  # the common case: nothing to rewrite
     out: list[str] = []
-    run_start: int | None = None
-    for index, ch in enumerate(text + "\0"):
-        if index < len(text) and is_cjk(ch):
-            if run_start is None:
-                run_start = index
-            continue
-        if run_start is not None:
+    done = 0
+    for match in _CJK_RUN.finditer(text):
+        start = match.start()
+        for offset, piece in _alnum_pieces(match.group()):
+            if not piece.isalnum():
+                continue  # CJK punctuation inside the range stays as it is
+            run_start, run_end = start + offset, start + offset + len(piece)
+            out.append(text[done:run_start])
             if run_start > 0 and not text[run_start - 1].isspace():
                 out.append(" ")
-            out.append(" ".join(cjk_bigrams(text[run_start:index])))
-            if index < len(text) and not ch.isspace():
+            out.append(" ".join(cjk_bigrams(piece)))
+            if run_end < len(text) and not text[run_end].isspace():
                 out.append(" ")
-            run_start = None
-        if index < len(text):
-            out.append(ch)
+            done = run_end
+    out.append(text[done:])
     return "".join(out)
+
+
+def _alnum_pieces(run: str) -> list[tuple[int, str]]:
+    """``run`` cut where it switches between letters/numerals and other characters."""
+    if run.isalnum():
+        return [(0, run)]
+    pieces: list[tuple[int, str]] = []
+    start = 0
+    for index in range(1, len(run) + 1):
+        if index == len(run) or run[index].isalnum() != run[start].isalnum():
+            pieces.append((start, run[start:index]))
+            start = index
+    return pieces
 
 
 def _split_script(word: str) -> list[str]:

@@ -406,8 +406,8 @@ class Index:
                     ),
                 )
                 conn.execute(
-                    "INSERT INTO chunks_fts (rowid, body) VALUES (?, ?)",
-                    (cur.lastrowid, fts_text(chunk.text)),
+                    "INSERT INTO chunks_fts (rowid, body, source) VALUES (?, ?, ?)",
+                    (cur.lastrowid, fts_text(chunk.text), source),
                 )
                 report.chunks_added += 1
             conn.execute(
@@ -528,17 +528,19 @@ class Index:
     # ------------------------------------------------------------------ search
 
     def fts(self, match: str, limit: int, sources: Sequence[str] | None) -> list[tuple[int, float]]:
-        sql = (
-            "SELECT f.rowid, bm25(chunks_fts) AS r FROM chunks_fts f "
-            "JOIN chunks c ON c.seq = f.rowid WHERE chunks_fts MATCH ?"
-        )
-        args: list[object] = [match]
+        """The best ``limit`` keyword hits (rowid, bm25) for a built MATCH query, optionally
+        restricted to ``sources`` — one FTS5 query either way (no join), ranked by FTS5."""
+        query = f"body : ({match})"
         if sources is not None:
-            sql += f" AND c.source IN ({','.join('?' * len(sources))})"
-            args.extend(sources)
-        sql += " ORDER BY r LIMIT ?"
-        args.append(limit)
-        return [(int(seq), float(r)) for seq, r in self.conn.execute(sql, args)]
+            wanted = " OR ".join(f'"{source}"' for source in sources if source.isalpha())
+            if not wanted:
+                return []
+            query = f"source : ({wanted}) AND {query}"
+        rows = self.conn.execute(
+            "SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?",
+            (query, limit),
+        )
+        return [(int(seq), float(r)) for seq, r in rows]
 
     def knn(self, query: Sequence[float], k: int) -> list[tuple[int, float]]:
         if self.vec_dims is None or k <= 0:
