@@ -383,6 +383,10 @@ class WorkspaceMemory:
         def phase() -> tuple[SyncReport, list[Any], int]:
             report = self._sync_tolerant(dirty) if dirty else SyncReport()
             found = self.index.candidates(match, vector, limit, sources)
+            stale = self.index.stale(c.path for c in found)
+            if stale:  # changed on disk, not yet reported by the watcher: sync, read again
+                report.add(self._sync_tolerant(stale))
+                found = self.index.candidates(match, vector, limit, sources)
             return report, found, self.index.generation()
 
         report, candidates, generation = await self._run(phase)
@@ -531,7 +535,16 @@ class WorkspaceMemory:
 
     async def files(self) -> list[dict[str, object]]:
         await self.sync()
-        return await self._run(self.index.files)
+
+        def phase() -> list[dict[str, object]]:
+            # A listing of every file: compare them all with the disk first (cheap stats),
+            # so changes the watcher has not reported yet are in it too.
+            changed = self.index.reconcile()
+            if changed:
+                self._sync_tolerant(changed)
+            return self.index.files()
+
+        return await self._run(phase)
 
     async def stats(self) -> dict[str, object]:
         out = await self._run(self.index.stats)

@@ -487,6 +487,24 @@ class Index:
         row = self.conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
         return int(row[0]) if row else 0
 
+    def stale(self, rels: Iterable[str]) -> list[Path]:
+        """Those of these indexed paths whose file is gone or differs from the ``files`` row
+        (mtime, size) — changes the watcher has not reported yet (SPEC §4: a deleted file is
+        never returned, an edit is seen by the next search)."""
+        out: list[Path] = []
+        for rel in sorted(set(rels)):
+            row = self.conn.execute("SELECT mtime, size FROM files WHERE path = ?", (rel,))
+            known = row.fetchone()
+            path = self.root / rel
+            try:
+                st = path.stat()
+            except OSError:
+                out.append(path)
+                continue
+            if known is None or (st.st_mtime, st.st_size) != (known[0], known[1]):
+                out.append(path)
+        return out
+
     def reconcile(self) -> list[Path]:
         """Paths whose disk state differs from the ``files`` table (mtime, size, then hash)."""
         known = {
