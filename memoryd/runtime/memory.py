@@ -12,7 +12,9 @@ count of what was returned to the caller.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -37,8 +39,9 @@ from memoryd.providers.embeddings import (
     similarity_scale,
 )
 from memoryd.store.files import append_section, ensure_file, read_text
-from memoryd.store.index import ChunkSettings, Index, SyncReport
+from memoryd.store.index import ChunkSettings, Index, SyncReport, knn_k
 from memoryd.store.layout import Workspace, global_memory_file, resolve_client_path
+from memoryd.store.vectors import VectorReader
 
 log = structlog.get_logger(__name__)
 
@@ -214,6 +217,8 @@ class WorkspaceMemory:
         self.embedding = EmbeddingState(provider=provider.model_id if provider else None)
         self._dirty = _Dirty()
         self._db = anyio.CapacityLimiter(1)
+        self._vectors = VectorReader(workspace.index_path)
+        self._vec_db = anyio.CapacityLimiter(1)
         self.log = log.bind(workspace=workspace.key.dirname)
 
     # ------------------------------------------------------------------ plumbing
@@ -255,6 +260,7 @@ class WorkspaceMemory:
 
     async def close(self) -> None:
         await self._run(self.index.close)
+        await anyio.to_thread.run_sync(self._vectors.close, limiter=self._vec_db)
 
     def set_config(self, config: Config) -> None:
         """Take a reloaded configuration (search settings apply to the next search)."""
@@ -380,16 +386,48 @@ class WorkspaceMemory:
         limit = params.max_results * 3
         dirty = self._take_dirty()
 
+        scan_vectors = vector is not None and self.index.vec_dims is not None
+        knn_k_ = knn_k(limit, sources)
+        knn_box: list[list[tuple[int, float]] | None] = []
+        scanned = threading.Event()
+
         def phase() -> tuple[SyncReport, list[Any], int]:
             report = self._sync_tolerant(dirty) if dirty else SyncReport()
-            found = self.index.candidates(match, vector, limit, sources)
+            hits = self.index.fts_hits(match, limit, sources)
+            knn: list[tuple[int, float]] | None = None
+            if scan_vectors:  # the scan ran meanwhile on the reader's connection and thread
+                scanned.wait(self.config.embedding.timeout_secs + 5)
+                knn = knn_box[0] if knn_box else None
+                if knn is None:  # the reader failed: scan here instead
+                    knn = self.index.knn(vector or [], knn_k_)
+            found = self.index.merged(hits, knn, sources)
             stale = self.index.stale(c.path for c in found)
             if stale:  # changed on disk, not yet reported by the watcher: sync, read again
                 report.add(self._sync_tolerant(stale))
                 found = self.index.candidates(match, vector, limit, sources)
             return report, found, self.index.generation()
 
-        report, candidates, generation = await self._run(phase)
+        async def scan() -> None:
+            try:
+                knn_box.append(
+                    await anyio.to_thread.run_sync(
+                        functools.partial(
+                            self._vectors.knn, vector or [], knn_k_, rebuilds=self.index.rebuilds
+                        ),
+                        limiter=self._vec_db,
+                    )
+                )
+            finally:
+                scanned.set()
+
+        if scan_vectors:
+            # SQLite work on two connections, two threads: this index's connection syncs and
+            # runs FTS while the reader scans vectors; the phase waits for the scan to merge.
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(scan)
+                report, candidates, generation = await self._run(phase)
+        else:
+            report, candidates, generation = await self._run(phase)
         if report.failed:  # answer from the index as it is; say what it is missing
             warning = f"the index could not take every change: {report.failed[0][1].message}"
         if vector is not None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import time
-from array import array
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -42,6 +41,7 @@ from memoryd.core.workspace import session_date_from_name, source_of
 from memoryd.errors import IndexCorrupt, StorageError
 from memoryd.store import migrations
 from memoryd.store.connection import Capabilities, Connection, DatabaseError, connect, quick_check
+from memoryd.store.vectors import vector_blob
 
 log = structlog.get_logger(__name__)
 
@@ -89,8 +89,9 @@ class PendingVector:
     text: str
 
 
-def vector_blob(vector: Sequence[float]) -> bytes:
-    return array("f", vector).tobytes()
+def knn_k(limit: int, sources: Sequence[str] | None) -> int:
+    """How many neighbours to scan for: more when a source filter will drop some."""
+    return limit if sources is None else limit * 3
 
 
 class Index:
@@ -606,25 +607,48 @@ class Index:
         query_vector: Sequence[float] | None,
         limit: int,
         sources: Sequence[str] | None,
+        *,
+        knn_hits: Sequence[tuple[int, float]] | None = None,
     ) -> list[Candidate]:
-        """SPEC §5 steps 2–3 in one read: FTS, the curated-only FTS pass, KNN, load chunks."""
-        hits: dict[int, tuple[float | None, float | None]] = {}
-        if match is not None:
-            for seq, r in self.fts(match, limit, sources):
-                hits[seq] = (r, None)
-            curated = [s for s in (sources or CURATED) if s in CURATED]
-            if curated:
-                for seq, r in self.fts(match, limit, curated):
-                    hits.setdefault(seq, (r, None))
-        if query_vector is not None and self.vec_dims is not None:
-            wanted = set(sources) if sources is not None else None
-            for seq, distance in self.knn(query_vector, limit if wanted is None else limit * 3):
-                bm25 = hits.get(seq, (None, None))[0]
-                hits[seq] = (bm25, distance)
+        """SPEC §5 steps 2–3 in one read: FTS, the curated-only FTS pass, KNN, load chunks.
+
+        ``knn_hits`` are nearest neighbours already found (by a :class:`VectorReader`, in
+        parallel); without them the KNN scan runs here when ``query_vector`` is given.
+        """
+        hits = self.fts_hits(match, limit, sources)
+        if knn_hits is None and query_vector is not None and self.vec_dims is not None:
+            knn_hits = self.knn(query_vector, knn_k(limit, sources))
+        return self.merged(hits, knn_hits, sources)
+
+    def merged(
+        self,
+        hits: dict[int, tuple[float | None, float | None]],
+        knn_hits: Sequence[tuple[int, float]] | None,
+        sources: Sequence[str] | None,
+    ) -> list[Candidate]:
+        """Keyword hits plus nearest neighbours, loaded as candidates (rows deleted since
+        the scan are simply absent), restricted to ``sources``."""
+        for seq, distance in knn_hits or ():
+            hits[seq] = (hits.get(seq, (None, None))[0], distance)
         out = self.load(hits)
         if sources is not None:
             out = [c for c in out if c.source in sources]
         return out
+
+    def fts_hits(
+        self, match: str | None, limit: int, sources: Sequence[str] | None
+    ) -> dict[int, tuple[float | None, float | None]]:
+        """Keyword hits by rowid: the FTS query, then the curated-only pass (SPEC §5 step 2)."""
+        hits: dict[int, tuple[float | None, float | None]] = {}
+        if match is None:
+            return hits
+        for seq, r in self.fts(match, limit, sources):
+            hits[seq] = (r, None)
+        curated = [s for s in (sources or CURATED) if s in CURATED]
+        if curated:
+            for seq, r in self.fts(match, limit, curated):
+                hits.setdefault(seq, (r, None))
+        return hits
 
     def bump_access(self, chunk_ids_: Sequence[str]) -> None:
         if not chunk_ids_:

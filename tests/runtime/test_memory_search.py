@@ -319,3 +319,27 @@ async def test_index_search_scores_are_finite_and_clamped(
     await mem.embed_all()
     for h in (await mem.search("alpha beta", min_score=0)).results:
         assert math.isfinite(h.score) and 0.0 <= h.score <= 1.0
+
+
+async def test_vector_scan_runs_on_the_reader_and_falls_back_to_the_index(
+    env: Env, open_memory: MemoryFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    provider = TableProvider({"ferrets": [1.0, 0.0, 0.0, 0.0], "small mammals": [0.8, 0.6, 0, 0]})
+    env.workspace.memory_file.write_text("# M\n\n## Pets\n\nThe office keeps two ferrets.\n")
+    mem = await open_memory(provider)
+    await mem.sync()
+    await mem.embed_all()
+    scans: list[int] = []
+    real = mem._vectors.knn
+
+    def reader_knn(
+        query: Sequence[float], k: int, *, rebuilds: int
+    ) -> list[tuple[int, float]] | None:
+        scans.append(k)
+        return real(query, k, rebuilds=rebuilds)
+
+    monkeypatch.setattr(mem._vectors, "knn", reader_knn)
+    assert [h.heading for h in (await mem.search("small mammals")).results] == ["M > Pets"]
+    assert scans == [18]  # the vector-only hit came from the reader's scan
+    monkeypatch.setattr(mem._vectors, "knn", lambda *a, **k: None)  # the reader fails
+    assert [h.heading for h in (await mem.search("small mammals")).results] == ["M > Pets"]
