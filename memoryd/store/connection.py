@@ -9,6 +9,7 @@ module's re-export.
 
 from __future__ import annotations
 
+import os
 import sqlite3 as _std_sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,8 +81,11 @@ def _has_fts5(conn: Connection) -> bool:
 def connect(path: Path | str, *, busy_timeout_ms: int = 5000) -> tuple[Connection, Capabilities]:
     """Open ``path`` in autocommit mode (explicit ``BEGIN`` per phase) with WAL and sqlite-vec.
 
+    A new file is created ``0600`` first (SQLite gives its ``-wal`` and ``-shm`` files the
+    database's mode), so the index — which holds the memory's text — is owner-only.
     Raises the driver's :data:`DatabaseError` when the file is not a usable database.
     """
+    _create_private(path)
     conn = driver.connect(str(path), check_same_thread=False, isolation_level=None)
     try:
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
@@ -100,6 +104,19 @@ def connect(path: Path | str, *, busy_timeout_ms: int = 5000) -> tuple[Connectio
         conn.close()
         raise
     return conn, caps
+
+
+def _create_private(path: Path | str) -> None:
+    """Create the database file ``0600`` unless it exists (or is in memory)."""
+    if str(path) == ":memory:" or str(path).startswith("file:"):
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    except FileExistsError:
+        return
+    except OSError:
+        return  # SQLite reports the real problem with its own error
+    os.close(fd)
 
 
 def quick_check(conn: Connection) -> str | None:
