@@ -14,7 +14,6 @@ bounded amount of memory, and is dropped.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
 import tempfile
@@ -240,9 +239,8 @@ def conversation(daemon: DaemonProcess) -> Iterator[Conversation]:
 
 
 def examples(count: int) -> Any:
-    slow = os.environ.get("MDD_FUZZ_SLOW")
     return settings(
-        max_examples=count * (10 if slow else 1),
+        max_examples=count,
         deadline=None,
         derandomize=True,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
@@ -257,36 +255,38 @@ def workspaces_of(daemon: DaemonProcess) -> list[str]:
     return [str(project(daemon.home, "fuzzed")), "/", "relative/path", "/nonexistent/dir"]
 
 
-def test_fuzzed_json_rpc_messages_never_kill_or_hang_the_daemon(
-    daemon: DaemonProcess, conversation: Conversation
-) -> None:
-    @examples(FUZZ_EXAMPLES)
+def fuzz(daemon: DaemonProcess, conversation: Conversation, messages: int, streams: int) -> None:
+    @examples(messages)
     @given(message=requests(workspaces_of(daemon)))
-    def run(message: Any) -> None:
-        line = json.dumps(message, ensure_ascii=bool(hash(str(message)) & 1)).encode(
-            "utf-8", "surrogatepass"
-        )
-        conversation.probe(line)
+    def json_messages(message: Any) -> None:
+        line = json.dumps(message, ensure_ascii=bool(hash(str(message)) & 1))
+        conversation.probe(line.encode("utf-8", "surrogatepass"))
         FIGURES["json_messages"] += 1
 
-    run()
+    @examples(streams)
+    @given(data=st.binary(max_size=2000))
+    def byte_streams(data: bytes) -> None:
+        conversation.probe(data.replace(b"\n", b" "))
+        FIGURES["byte_streams"] += 1
+
+    json_messages()
+    assert daemon.running, daemon.stderr()[-3000:]
+    byte_streams()
     assert daemon.running, daemon.stderr()[-3000:]
     FIGURES["closed_by_daemon"] = conversation.closed_by_daemon
     report("protocol_fuzz", dict(FIGURES))
 
 
-def test_fuzzed_byte_streams_never_kill_or_hang_the_daemon(
+def test_fuzzed_messages_and_byte_streams_never_kill_or_hang_the_daemon(
     daemon: DaemonProcess, conversation: Conversation
 ) -> None:
-    @examples(FUZZ_EXAMPLES // 2)
-    @given(data=st.binary(max_size=2000))
-    def run(data: bytes) -> None:
-        conversation.probe(data.replace(b"\n", b" "))
-        FIGURES["byte_streams"] += 1
+    fuzz(daemon, conversation, FUZZ_EXAMPLES, FUZZ_EXAMPLES // 2)
 
-    run()
-    assert daemon.running, daemon.stderr()[-3000:]
-    report("protocol_fuzz", dict(FIGURES))
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_ten_times_more_fuzzed_inputs(daemon: DaemonProcess, conversation: Conversation) -> None:
+    fuzz(daemon, conversation, FUZZ_EXAMPLES * 10, FUZZ_EXAMPLES * 5)
 
 
 @pytest.mark.parametrize(
