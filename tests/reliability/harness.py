@@ -170,8 +170,8 @@ class Workload:
                     if exc.code in DYING:
                         return
                     self.ledger.error(f"{body.__name__}: {exc.code}: {exc}")
-                except TimeoutError as exc:
-                    self.ledger.error(f"{body.__name__}: timeout: {exc}")
+                except (TimeoutError, AssertionError) as exc:
+                    self.ledger.error(f"{body.__name__}: {type(exc).__name__}: {exc}")
                     return
 
     # one step of each kind of client ----------------------------------------------------
@@ -335,6 +335,7 @@ class Checker:
     editor_workspace: str | None = None
     searches: int = 0
     checks: int = 0
+    temp_files_left: int = 0  # by writes a SIGKILL interrupted (harmless, never indexed)
 
     def workspace(self, path: str) -> Workspace:
         return resolve_workspace(path, self.root)
@@ -348,8 +349,10 @@ class Checker:
             data = path.read_bytes()
             texts[path] = data.decode("utf-8")  # strict: a torn multi-byte char fails here
             self._whole_sections(path, texts[path])
-        for temp in self.root.rglob(f"{TEMP_PREFIX}*"):
+        temps = list(self.root.rglob(f"{TEMP_PREFIX}*"))
+        for temp in temps:
             assert not temp.name.endswith(".md"), f"a temp file looks like a memory file: {temp}"
+        self.temp_files_left = len(temps)
         with self.ledger.lock:
             notes = dict(self.ledger.notes)
             flushes = list(self.ledger.flushes)
@@ -467,6 +470,17 @@ class Checker:
 def _is_subsequence(wanted: list[str], have: list[str]) -> bool:
     it = iter(have)
     return all(any(x == y for y in it) for x in wanted)
+
+
+def report(name: str, figures: dict[str, object]) -> None:
+    """Add ``figures`` under ``name`` to the JSON file named by MDD_RELIABILITY_REPORT."""
+    target = os.environ.get("MDD_RELIABILITY_REPORT")
+    if not target:
+        return
+    path = Path(target)
+    data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    data[name] = figures
+    path.write_text(json.dumps(data, indent=2, sort_keys=True), encoding="utf-8")
 
 
 def dump(ledger: Ledger) -> str:

@@ -26,8 +26,7 @@ from memoryd.client import Client
 from memoryd.errors import MemorydError
 from memoryd.store.journal import load_all
 from memoryd.store.layout import resolve_workspace
-from tests.reliability.harness import EDITOR, memory_files, responder
-from tests.reliability.test_crash_recovery import report
+from tests.reliability.harness import EDITOR, memory_files, report, responder
 from tests.runtime.daemon_fixtures import (
     NO_EMBEDDINGS,
     DaemonProcess,

@@ -18,7 +18,6 @@ JSON file that receives the run's figures.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import subprocess
@@ -27,7 +26,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.reliability.harness import Checker, Ledger, Workload, editor_script, responder
+from tests.reliability.harness import (
+    Checker,
+    Ledger,
+    Workload,
+    editor_script,
+    report,
+    responder,
+)
 from tests.runtime.daemon_fixtures import (
     NO_EMBEDDINGS,
     DaemonProcess,
@@ -43,17 +49,6 @@ CONFIG = (
     + "[dream]\nmin_hours = 0\nmin_sessions = 1\n"
     + "[flush]\nidle_timeout_secs = 0\n"
 )
-
-
-def report(name: str, figures: dict[str, object]) -> None:
-    """Add ``figures`` under ``name`` to the JSON file named by MDD_RELIABILITY_REPORT."""
-    target = os.environ.get("MDD_RELIABILITY_REPORT")
-    if not target:
-        return
-    path = Path(target)
-    data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-    data[name] = figures
-    path.write_text(json.dumps(data, indent=2, sort_keys=True), encoding="utf-8")
 
 
 def crash_cycles(home: Path, cycles: int, seed: int) -> dict[str, object]:
@@ -116,6 +111,7 @@ def crash_cycles(home: Path, cycles: int, seed: int) -> dict[str, object]:
         "model_calls": llm.requests,
         "invariant_checks": checker.checks,
         "searches_checked": checker.searches,
+        "temp_files_left": checker.temp_files_left,
         "data_lost": 0,
         "seconds": round(time.monotonic() - started, 1),
     }

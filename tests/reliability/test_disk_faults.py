@@ -24,7 +24,7 @@ from memoryd.client import AsyncClient
 from memoryd.errors import MemorydError, StorageError
 from memoryd.store import files
 from memoryd.store.layout import Workspace, resolve_workspace
-from tests.reliability.test_crash_recovery import report
+from tests.reliability.harness import report
 from tests.runtime.daemon_fixtures import (
     RunningDaemon,
     home_fixture,  # noqa: F401 - the `home` fixture

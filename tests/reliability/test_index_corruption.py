@@ -22,7 +22,7 @@ import pytest
 
 from memoryd.store.connection import connect, quick_check
 from memoryd.store.layout import Workspace, resolve_workspace
-from tests.reliability.test_crash_recovery import report
+from tests.reliability.harness import report
 from tests.runtime.daemon_fixtures import (
     RunningDaemon,
     home_fixture,  # noqa: F401 - the `home` fixture

@@ -27,7 +27,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.reliability.test_crash_recovery import report
+from tests.reliability.harness import report
 from tests.runtime.daemon_fixtures import DaemonProcess, project, write_config
 
 FUZZ_EXAMPLES = 300

@@ -28,7 +28,7 @@ import pytest
 
 from memoryd.errors import MemorydError
 from memoryd.store.layout import resolve_workspace
-from tests.reliability.test_crash_recovery import report
+from tests.reliability.harness import report
 from tests.runtime.daemon_fixtures import (
     DaemonProcess,
     home_fixture,  # noqa: F401 - the `home` fixture
