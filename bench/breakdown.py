@@ -126,6 +126,8 @@ def search_steps(
             f"  step {label}: FTS matches per query (p50)",
             "rows",
             median([float(m) for m in matches]),
+            note=f"steps timed in-process on memoryd's index over the first {len(matches)} "
+            "queries (a subset of the socket run's queries)",
         )
     )
     return rows
@@ -191,7 +193,7 @@ def py_spy_profile(pid: int, seconds: float, out: Path) -> subprocess.Popen[byte
 
 FOCUS = (
     ("SQLite FTS query (Index.fts)", "Index.fts (memoryd/store/index.py"),
-    ("sqlite-vec KNN scan (Index.knn)", "Index.knn (memoryd/store/index.py"),
+    ("sqlite-vec KNN scan (*.knn in memoryd/store)", ".knn (memoryd/store/"),
     ("load candidate rows (Index.load)", "Index.load (memoryd/store/index.py"),
     ("bump access count (Index.bump_access)", "Index.bump_access (memoryd/store/index.py"),
     ("sync dirty files (Index.sync_paths)", "Index.sync_paths (memoryd/store/index.py"),
