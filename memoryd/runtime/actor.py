@@ -30,12 +30,14 @@ from memoryd.runtime.dreamer import Dreamer
 from memoryd.runtime.memory import SearchResponse, WorkspaceMemory
 from memoryd.runtime.sessions import SessionManager
 from memoryd.runtime.watcher import watch_memory, workspace_targets
+from memoryd.store.files import sweep_temp_files
 from memoryd.store.layout import Workspace, ensure_workspace_dirs
 
 log = structlog.get_logger(__name__)
 
 WatcherMode = Literal["starting", "watching", "polling"]
 MAX_EMBED_BACKOFF = 300.0
+TEMP_FILE_AGE_SECS = 600.0  # temp files of atomic writes older than this were left by a kill
 
 
 class WorkspaceActor:
@@ -85,6 +87,15 @@ class WorkspaceActor:
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
         await anyio.to_thread.run_sync(ensure_workspace_dirs, self.workspace)
+        swept = await anyio.to_thread.run_sync(
+            lambda: sweep_temp_files(
+                [self.root, self.workspace.dir, self.workspace.sessions_dir],
+                older_than=TEMP_FILE_AGE_SECS,
+                now=self.clock(),
+            )
+        )
+        if swept:
+            self.log.info("temp_files.removed", count=swept)
         try:
             await self.memory.open()
             async with anyio.create_task_group() as tg:

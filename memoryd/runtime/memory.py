@@ -49,6 +49,7 @@ T = TypeVar("T")
 
 SOURCES = ("global", "workspace", "session")
 SNIPPET_CHARS = 700
+MAX_GET_CHARS = 256 * 1024  # memory.get answers at most this much text; the rest by `from`
 SEARCH_RETRY_START = 5.0  # after a provider failure, searches skip vectors this long, doubling
 SEARCH_RETRY_MAX = 300.0
 
@@ -569,7 +570,14 @@ class WorkspaceMemory:
         if text is None:
             raise NotFound(f"no memory file at {path!r}")
         window, first, total = numbered_lines(text, start, lines)
-        return {"path": path, "text": window, "start_line": first, "total_lines": total}
+        out: dict[str, Any] = {"path": path, "text": window, "start_line": first}
+        if len(window) > MAX_GET_CHARS:  # one reply stays small: a client pages with `from`
+            window = window[:MAX_GET_CHARS]
+            window = window[: window.rfind("\n") + 1] or window
+            out["text"] = window
+            out["next_from"] = first + window.count("\n")
+        out["total_lines"] = total
+        return out
 
     async def files(self) -> list[dict[str, object]]:
         await self.sync()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import errno
 import os
 import secrets
+from collections.abc import Iterable
 from pathlib import Path
 
 from memoryd.core.notes import append_note
@@ -199,3 +200,24 @@ def ensure_file(path: Path, template_text: str) -> bool:
     except OSError as exc:
         raise _storage_error("create", path, exc) from exc
     return True
+
+
+def sweep_temp_files(directories: Iterable[Path], *, older_than: float, now: float) -> int:
+    """Remove temp files of atomic writes that a killed process left behind (older than
+    ``older_than`` seconds, so a write under way is never touched); returns how many."""
+    removed = 0
+    for directory in directories:
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue
+        for entry in entries:
+            if not entry.name.startswith(TEMP_PREFIX):
+                continue
+            try:
+                if now - entry.stat(follow_symlinks=False).st_mtime >= older_than:
+                    os.unlink(entry.path)
+                    removed += 1
+            except OSError:
+                continue
+    return removed

@@ -343,3 +343,24 @@ async def test_vector_scan_runs_on_the_reader_and_falls_back_to_the_index(
     assert scans == [18]  # the vector-only hit came from the reader's scan
     monkeypatch.setattr(mem._vectors, "knn", lambda *a, **k: None)  # the reader fails
     assert [h.heading for h in (await mem.search("small mammals")).results] == ["M > Pets"]
+
+
+async def test_get_pages_a_huge_file_instead_of_one_huge_reply(
+    env: Env, open_memory: MemoryFactory
+) -> None:
+    from memoryd.runtime.memory import MAX_GET_CHARS
+
+    line = "x" * 99 + "\n"
+    env.workspace.memory_file.write_text("# M\n" + line * (3 * MAX_GET_CHARS // len(line)))
+    mem = await open_memory()
+    rel = f"{env.workspace.key.dirname}/MEMORY.md"
+    first = await mem.get(rel)
+    assert len(first["text"]) <= MAX_GET_CHARS and first["text"].endswith("\n")
+    pages, page = [first["text"]], first
+    while "next_from" in page:
+        page = await mem.get(rel, page["next_from"])
+        pages.append(page["text"])
+    assert len(pages) == 4
+    assert "".join(pages) == env.workspace.memory_file.read_text()
+    small = await mem.get(rel, 1, 3)
+    assert "next_from" not in small and small["text"].count("\n") == 3

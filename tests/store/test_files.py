@@ -214,3 +214,17 @@ def test_ensure_file_failure_is_a_storage_error(mem: Path, monkeypatch: pytest.M
     with pytest.raises(StorageError, match="ENOSPC"):
         ensure_file(mem / "MEMORY.md", "# Memory\n")
     assert list(mem.iterdir()) == []
+
+
+def test_sweep_removes_only_old_temp_files_of_atomic_writes(tmp_path: Path) -> None:
+    from memoryd.store.files import TEMP_PREFIX, sweep_temp_files
+
+    old = tmp_path / f"{TEMP_PREFIX}MEMORY.md.dead"
+    fresh = tmp_path / f"{TEMP_PREFIX}MEMORY.md.live"
+    note = tmp_path / "MEMORY.md"
+    for path in (old, fresh, note):
+        path.write_text("x")
+    now = old.stat().st_mtime + 3600
+    os.utime(fresh, (now - 10, now - 10))
+    assert sweep_temp_files([tmp_path, tmp_path / "missing"], older_than=600, now=now) == 1
+    assert not old.exists() and fresh.exists() and note.exists()
