@@ -295,7 +295,8 @@ class Index:
         return path.relative_to(self.root).as_posix()
 
     def disk_files(self) -> list[Path]:
-        """The memory files that belong in this index, as they are on disk now."""
+        """The memory files that belong in this index, as they are on disk now (a symlink
+        out of the memory root is not one)."""
         found = [p for p in (self.root / "MEMORY.md", self.root / "experience.md") if p.is_file()]
         ws_memory = self.workspace_dir / "MEMORY.md"
         if ws_memory.is_file():
@@ -303,7 +304,13 @@ class Index:
         sessions = self.workspace_dir / "sessions"
         if sessions.is_dir():
             found.extend(sorted(p for p in sessions.glob("*.md") if p.is_file()))
-        return found
+        return [p for p in found if self.inside_root(p)]
+
+    def inside_root(self, path: Path) -> bool:
+        """True when ``path``, with every symlink resolved, stays inside the memory root."""
+        real_root = os.path.realpath(self.root)
+        real = os.path.realpath(path)
+        return real == real_root or real.startswith(real_root + os.sep)
 
     def belongs(self, path: Path) -> bool:
         """True when ``path`` is a memory file of this index (global or this workspace)."""
@@ -348,6 +355,11 @@ class Index:
         rel = self.rel(path)
         report = SyncReport(synced=1)
         try:
+            if not self.inside_root(path):
+                # A symlink out of the memory root is never read: what it points to is not
+                # memory, and search must not show what memory.get refuses.
+                log.warning("index.symlink_outside_root", path=str(path))
+                raise FileNotFoundError(path)
             st = path.stat()
             data = path.read_bytes()
         except FileNotFoundError:

@@ -427,7 +427,7 @@ def test_local_indexes_and_searches_offline_across_english_and_chinese(
     assert status["embedding"].startswith(f"local {LOCAL_MODEL} (512-d, 1 thread")
     assert status["embedding_error"] is None
     shown = memoryd_cli(home, "status")
-    assert shown.returncode == 0 and f"embeddings: {LOCAL_MODEL}" in shown.stdout
+    assert shown.returncode == 0 and f"embeddings: local {LOCAL_MODEL} (512-d, 1 thread" in shown.stdout
 
     report = guard_report(guard, daemon.pid)
     assert report["blocked"] is True
@@ -446,7 +446,7 @@ def test_auto_without_the_local_extra_is_fts_only_and_status_says_so(
     assert status["embedding_provider"] is None
     assert status["embedding"].startswith("none (FTS only; pip install 'memoryd[local]'")
     shown = memoryd_cli(home, "status")
-    assert shown.returncode == 0 and "embeddings: none (FTS only)" in shown.stdout
+    assert shown.returncode == 0 and "embeddings: none (FTS only; pip install" in shown.stdout
     assert guard_report(guard, daemon.pid)["blocked"] is True
     assert not (guard / "attempts.log").exists()
 
