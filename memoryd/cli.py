@@ -139,7 +139,6 @@ def report(error: MemorydError) -> int:
     return exit_status(error)
 
 
-
 def _silence_stdout() -> None:
     """Point stdout at /dev/null so the interpreter's final flush does not fail again."""
     try:

@@ -268,4 +268,3 @@ def serve(
         if error is not None:
             raise error from None
         raise
-

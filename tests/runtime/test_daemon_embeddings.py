@@ -427,7 +427,10 @@ def test_local_indexes_and_searches_offline_across_english_and_chinese(
     assert status["embedding"].startswith(f"local {LOCAL_MODEL} (512-d, 1 thread")
     assert status["embedding_error"] is None
     shown = memoryd_cli(home, "status")
-    assert shown.returncode == 0 and f"embeddings: local {LOCAL_MODEL} (512-d, 1 thread" in shown.stdout
+    assert (
+        shown.returncode == 0
+        and f"embeddings: local {LOCAL_MODEL} (512-d, 1 thread" in shown.stdout
+    )
 
     report = guard_report(guard, daemon.pid)
     assert report["blocked"] is True
