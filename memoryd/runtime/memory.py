@@ -38,6 +38,7 @@ from memoryd.providers.embeddings import (
     normalize,
     similarity_scale,
 )
+from memoryd.store.connection import DatabaseError
 from memoryd.store.files import append_section, ensure_file, read_text
 from memoryd.store.index import ChunkSettings, Index, SyncReport, knn_k
 from memoryd.store.layout import Workspace, global_memory_file, resolve_client_path
@@ -49,6 +50,7 @@ T = TypeVar("T")
 
 SOURCES = ("global", "workspace", "session")
 SNIPPET_CHARS = 700
+BATCH_SYNC_MIN = 16  # sync this many dirty files or more in batched transactions
 MAX_GET_CHARS = 256 * 1024  # memory.get answers at most this much text; the rest by `from`
 SEARCH_RETRY_START = 5.0  # after a provider failure, searches skip vectors this long, doubling
 SEARCH_RETRY_MAX = 300.0
@@ -294,6 +296,14 @@ class WorkspaceMemory:
         return report
 
     def _sync_tolerant(self, paths: list[Path]) -> SyncReport:
+        paths = list(dict.fromkeys(paths))
+        if len(paths) >= BATCH_SYNC_MIN:
+            try:  # many files: batched transactions (a reindex, a cold start)
+                return self.index.sync_many(paths)
+            except DatabaseError as exc:
+                if self.index.damage(exc) is not None:
+                    raise
+                # one file the index cannot take must not stop the others: file by file
         report = self.index.sync_paths(paths, tolerant=True)
         self.mark_dirty(path for path, _ in report.failed)
         return report

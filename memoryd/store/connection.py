@@ -9,6 +9,8 @@ module's re-export.
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import os
 import sqlite3 as _std_sqlite3
 from dataclasses import dataclass
@@ -53,20 +55,35 @@ class Capabilities:
 def _load_vec(conn: Connection) -> tuple[str | None, str | None]:
     if not hasattr(conn, "enable_load_extension"):
         return None, f"the {driver.__name__} module cannot load SQLite extensions"
-    try:
-        import sqlite_vec
-    except ImportError as exc:
-        return None, f"sqlite-vec is not installed ({exc})"
+    path = vec_loadable_path()
+    if path is None:
+        return None, "sqlite-vec is not installed"
     try:
         conn.enable_load_extension(True)
         try:
-            sqlite_vec.load(conn)
+            conn.load_extension(path)
         finally:
             conn.enable_load_extension(False)
         row = conn.execute("SELECT vec_version()").fetchone()
     except (Error, OSError, AttributeError) as exc:
         return None, f"sqlite-vec failed to load: {exc}"
     return str(row[0]), None
+
+
+@functools.cache
+def vec_loadable_path() -> str | None:
+    """Where the sqlite-vec package keeps its loadable extension (``…/sqlite_vec/vec0``).
+
+    Found without importing the package: its ``__init__`` imports numpy when numpy is
+    installed (about 17 MB of a daemon's memory for nothing it uses).
+    """
+    spec = importlib.util.find_spec("sqlite_vec")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for directory in spec.submodule_search_locations:
+        if any(Path(directory).glob("vec0.*")):
+            return os.path.normpath(os.path.join(directory, "vec0"))
+    return None
 
 
 def _has_fts5(conn: Connection) -> bool:

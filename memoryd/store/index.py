@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -50,6 +51,7 @@ FileId = tuple[tuple[int, int, int, int] | None, ...]
 MAX_REASON_CHARS = 300
 
 CURATED = ("global", "workspace")
+SYNC_BATCH = 64  # files per transaction when many are synced at once
 STALE_VECTORS = "vectors_stale"  # meta key: chunks were deleted while sqlite-vec was missing
 
 
@@ -351,6 +353,44 @@ class Index:
                 log.warning("index.sync_failed", path=str(path), error=error.message)
         return report
 
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """One file's write: its own transaction, or a savepoint inside a batch."""
+        conn = self.conn
+        if conn.in_transaction:
+            conn.execute("SAVEPOINT one_file")
+            try:
+                yield
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK TO one_file")
+                    conn.execute("RELEASE one_file")
+                raise
+            conn.execute("RELEASE one_file")
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+            conn.execute("COMMIT")
+        except BaseException:
+            _rollback(conn)
+            raise
+
+    def sync_many(self, paths: Sequence[Path], *, batch: int = SYNC_BATCH) -> SyncReport:
+        """:meth:`sync_paths` for many files at once (a reindex, a cold start): ``batch``
+        files per transaction, since one commit per file costs more than the file itself."""
+        report = SyncReport()
+        conn = self.conn
+        for start in range(0, len(paths), batch):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                report.add(self.sync_paths(paths[start : start + batch]))
+                conn.execute("COMMIT")
+            except BaseException:
+                _rollback(conn)
+                raise
+        return report
+
     def _sync_one(self, path: Path) -> SyncReport:
         rel = self.rel(path)
         report = SyncReport(synced=1)
@@ -382,8 +422,7 @@ class Index:
         times = self._chunk_times(rel, text, chunks, st.st_mtime)
         source = source_of(rel)
         assert source is not None
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with self._transaction():
             existing = {
                 cid: seq
                 for seq, cid in conn.execute("SELECT seq, id FROM chunks WHERE path = ?", (rel,))
@@ -430,10 +469,6 @@ class Index:
                 (rel, st.st_mtime, st.st_size, digest, now),
             )
             self._bump_generation()
-            conn.execute("COMMIT")
-        except BaseException:
-            _rollback(conn)
-            raise
         report.changed = 1
         report.chunks_removed = len(gone)
         return report
@@ -476,18 +511,13 @@ class Index:
     def _delete_path(self, rel: str) -> int:
         """Drop a file's chunks; returns how many (or -1 when the file was not indexed)."""
         conn = self.conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with self._transaction():
             known = conn.execute("SELECT 1 FROM files WHERE path = ?", (rel,)).fetchone()
             seqs = [r[0] for r in conn.execute("SELECT seq FROM chunks WHERE path = ?", (rel,))]
             self._delete_seqs(seqs)
             conn.execute("DELETE FROM files WHERE path = ?", (rel,))
             if known or seqs:
                 self._bump_generation()
-            conn.execute("COMMIT")
-        except BaseException:
-            _rollback(conn)
-            raise
         return len(seqs) if (known or seqs) else -1
 
     def _bump_generation(self) -> None:
@@ -568,7 +598,8 @@ class Index:
                 return []
             query = f"source : ({wanted}) AND {query}"
         rows = self.conn.execute(
-            "SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?",
+            "SELECT rowid, bm25(chunks_fts, 1.0, 0.0) AS r FROM chunks_fts "
+            "WHERE chunks_fts MATCH ? ORDER BY r LIMIT ?",
             (query, limit),
         )
         return [(int(seq), float(r)) for seq, r in rows]
