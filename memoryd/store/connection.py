@@ -13,6 +13,7 @@ import functools
 import importlib.util
 import os
 import sqlite3 as _std_sqlite3
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -106,7 +107,7 @@ def connect(path: Path | str, *, busy_timeout_ms: int = 5000) -> tuple[Connectio
     conn = driver.connect(str(path), check_same_thread=False, isolation_level=None)
     try:
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-        conn.execute("PRAGMA journal_mode = WAL")
+        _set_wal(conn, busy_timeout_ms / 1000)
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA temp_store = MEMORY")
         vec_version, vec_error = _load_vec(conn)
@@ -134,6 +135,20 @@ def _create_private(path: Path | str) -> None:
     except OSError:
         return  # SQLite reports the real problem with its own error
     os.close(fd)
+
+
+def _set_wal(conn: Connection, timeout: float) -> None:
+    """Switch to WAL; SQLite answers "database is locked" at once (no busy handler) while
+    another connection opens the same new file, so retry for up to ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except Error as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.02)
 
 
 def quick_check(conn: Connection) -> str | None:

@@ -144,20 +144,39 @@ class EmbeddingCacheStore:
         )
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
-            conn.execute("PRAGMA journal_mode = WAL")
+            _set_wal(conn, self._busy_timeout_ms / 1000)
             conn.execute("PRAGMA synchronous = NORMAL")
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                raise StorageError(
-                    f"embedding cache {self.path} has schema {version}, newer than this "
-                    f"memoryd ({SCHEMA_VERSION}); delete it or upgrade"
-                )
-            if version < SCHEMA_VERSION:
-                conn.execute("BEGIN IMMEDIATE")
-                conn.execute(_SCHEMA)
-                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            conn.execute("BEGIN IMMEDIATE")  # another process may be creating it right now
+            try:
+                version = conn.execute("PRAGMA user_version").fetchone()[0]
+                if version > SCHEMA_VERSION:
+                    raise StorageError(
+                        f"embedding cache {self.path} has schema {version}, newer than this "
+                        f"memoryd ({SCHEMA_VERSION}); delete it or upgrade"
+                    )
+                if version < SCHEMA_VERSION:
+                    conn.execute(_SCHEMA)
+                    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
                 conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
         except BaseException:
             conn.close()
             raise
         return conn
+
+
+def _set_wal(conn: sqlite3.Connection, timeout: float) -> None:
+    """Switch to WAL; SQLite answers "database is locked" at once (no busy handler) while
+    another connection opens the same new file, so retry for up to ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.02)
