@@ -220,6 +220,7 @@ class WorkspaceMemory:
         self.embedding = EmbeddingState(provider=provider.model_id if provider else None)
         self._dirty = _Dirty()
         self._db = anyio.CapacityLimiter(1)
+        self._accesses: list[str] = []  # chunk ids returned to callers, not yet counted
         self._vectors = VectorReader(workspace.index_path)
         self._vec_db = anyio.CapacityLimiter(1)
         self.log = log.bind(workspace=workspace.key.dirname)
@@ -229,7 +230,21 @@ class WorkspaceMemory:
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         """Run one synchronous DB phase in the index's thread (one phase at a time); a
         damaged index file is rebuilt from the markdown first (:meth:`Index.guarded`)."""
-        return await anyio.to_thread.run_sync(self.index.guarded, fn, *args, limiter=self._db)
+        return await anyio.to_thread.run_sync(
+            self.index.guarded, self._with_accesses, fn, *args, limiter=self._db
+        )
+
+    def _with_accesses(self, fn: Callable[..., T], *args: Any) -> T:
+        """Record the accesses of earlier searches first (in this phase's thread), then run
+        ``fn``: a search does not pay a write transaction and a thread hop of its own for
+        its access counts; they land with the next phase (at the latest at close)."""
+        if self._accesses:
+            accesses, self._accesses = self._accesses, []
+            try:
+                self.index.bump_access(accesses)
+            except (StorageError, DatabaseError) as exc:  # access counts are best effort
+                self.log.warning("search.access_count_failed", error=str(exc))
+        return fn(*args)
 
     async def open(self) -> None:
         """Open the index (rebuilding it if corrupt) and find what changed while closed."""
@@ -445,11 +460,8 @@ class WorkspaceMemory:
             candidates = self._calibrated(candidates)
         ranked = rank(candidates, params, self.clock())
         hits = [SearchHit.from_ranked(item) for item in ranked]
-        if count_access and hits:
-            try:
-                await self._run(self.index.bump_access, [h.chunk_id for h in hits])
-            except StorageError as exc:  # access counts are best effort
-                self.log.warning("search.access_count_failed", error=str(exc))
+        if count_access:
+            self._accesses.extend(h.chunk_id for h in hits)  # recorded by the next phase
         took_ms = round((time.perf_counter() - started) * 1000, 3)
         self.log.info(
             "search",

@@ -195,6 +195,7 @@ async def test_only_returned_results_bump_access_count(
     mem = await open_memory()
     await mem.search("alpha")
     await mem.search("alpha", count_access=False)
+    await mem.stats()  # any later phase records the accesses of earlier searches
     counts = dict(mem.index.conn.execute("SELECT heading, access_count FROM chunks"))
     assert counts["M > Alpha"] == 1
     assert counts["M > Beta"] == 0
