@@ -107,7 +107,7 @@ def connect(path: Path | str, *, busy_timeout_ms: int = 5000) -> tuple[Connectio
     conn = driver.connect(str(path), check_same_thread=False, isolation_level=None)
     try:
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-        _set_wal(conn, busy_timeout_ms / 1000)
+        set_wal(conn, busy_timeout_ms / 1000)
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA temp_store = MEMORY")
         vec_version, vec_error = _load_vec(conn)
@@ -137,15 +137,16 @@ def _create_private(path: Path | str) -> None:
     os.close(fd)
 
 
-def _set_wal(conn: Connection, timeout: float) -> None:
+def set_wal(conn: Connection, timeout: float, error: type[Exception] = Error) -> None:
     """Switch to WAL; SQLite answers "database is locked" at once (no busy handler) while
-    another connection opens the same new file, so retry for up to ``timeout`` seconds."""
+    another connection opens the same new file, so retry for up to ``timeout`` seconds.
+    ``error`` is the driver's error class (the standard ``sqlite3`` one for its connections)."""
     deadline = time.monotonic() + timeout
     while True:
         try:
             conn.execute("PRAGMA journal_mode = WAL")
             return
-        except Error as exc:
+        except error as exc:
             if "locked" not in str(exc) or time.monotonic() >= deadline:
                 raise
             time.sleep(0.02)

@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from memoryd.errors import StorageError
+from memoryd.store.connection import set_wal
 
 SCHEMA_VERSION = 1
 _IN_CHUNK = 400  # keys per SELECT … IN (…), well under SQLite's parameter limit
@@ -144,7 +145,7 @@ class EmbeddingCacheStore:
         )
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
-            _set_wal(conn, self._busy_timeout_ms / 1000)
+            set_wal(conn, self._busy_timeout_ms / 1000, sqlite3.OperationalError)
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("BEGIN IMMEDIATE")  # another process may be creating it right now
             try:
@@ -167,16 +168,3 @@ class EmbeddingCacheStore:
             raise
         return conn
 
-
-def _set_wal(conn: sqlite3.Connection, timeout: float) -> None:
-    """Switch to WAL; SQLite answers "database is locked" at once (no busy handler) while
-    another connection opens the same new file, so retry for up to ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            conn.execute("PRAGMA journal_mode = WAL")
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() >= deadline:
-                raise
-            time.sleep(0.02)
