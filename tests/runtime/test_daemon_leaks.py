@@ -79,4 +79,6 @@ def test_starting_and_stopping_the_daemon_leaks_no_fds_or_threads(home: Path) ->
     baseline = steady(proc)
     for n in range(WARM_UP, CYCLES):
         run_once(ws, n)
-    assert settle(proc, lambda now: now == baseline) == baseline
+    # At most the baseline: a stray fd of an earlier test may be collected meanwhile.
+    fds, threads = settle(proc, lambda now: now[0] <= baseline[0] and now[1] <= baseline[1])
+    assert fds <= baseline[0] and threads <= baseline[1], ((fds, threads), baseline)

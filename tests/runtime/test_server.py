@@ -190,7 +190,8 @@ class Healthy:
 
     async def check(self) -> None:
         await ping(self.path)
-        await wait_until(lambda: self.process.num_fds() == self.baseline, "fds to be released")
+        # <=: an fd an earlier test left to the garbage collector may close meanwhile
+        await wait_until(lambda: self.process.num_fds() <= self.baseline, "fds to be released")
 
 
 def error_of(reply: dict[str, Any]) -> tuple[Any, int, str]:
@@ -575,4 +576,4 @@ async def test_starting_and_stopping_leaks_no_file_descriptors(sock_path: Path) 
         async with running(sock_path, Service()):
             await ping(sock_path)
         assert not await anyio.Path(sock_path).exists()
-    assert process.num_fds() == before
+    assert process.num_fds() <= before  # <=: an earlier test's stray fd may close meanwhile
