@@ -24,7 +24,7 @@ import sys
 import time
 from array import array
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 
 import blake3
@@ -130,28 +130,31 @@ class RawFts:
         self.conn.close()
 
 
-@dataclass(frozen=True, slots=True)
-class ChunkRow:
-    chunk_id: str
-    path: str
-    start_line: int
-    end_line: int
-    heading: str
-    text: str
-    source: str
-    chunk_time: float | None
-    access_count: int
-
-
-def read_chunk_rows(db: Path) -> dict[int, ChunkRow]:
-    """Every chunk row of memoryd's index, by seq (the in-memory copy raw ranking reads)."""
+def read_chunk_rows(db: Path) -> dict[int, Candidate]:
+    """Every chunk row of memoryd's index, by seq, as candidates with no hit yet (the
+    in-memory copy raw ranking reads)."""
     conn, _ = connect(db)
     try:
         rows = conn.execute(
             "SELECT seq, id, path, start_line, end_line, heading, text, source, chunk_time, "
             "access_count FROM chunks"
         )
-        return {int(r[0]): ChunkRow(*r[1:]) for r in rows}
+        return {
+            int(seq): Candidate(
+                chunk_id=cid,
+                path=path,
+                start_line=start,
+                end_line=end,
+                heading=heading,
+                text=text,
+                source=source,
+                chunk_time=ctime,
+                access_count=count,
+                bm25=None,  # no keyword or vector hit yet: candidates() fills them in
+                distance=None,
+            )
+            for seq, cid, path, start, end, heading, text, source, ctime, count in rows
+        }
     finally:
         conn.close()
 
@@ -191,7 +194,7 @@ class RawVectors:
 
 
 def candidates(
-    rows: dict[int, ChunkRow],
+    rows: dict[int, Candidate],
     fts_hits: Sequence[tuple[int, float]],
     vec_hits: Sequence[tuple[int, float]],
 ) -> list[Candidate]:
@@ -205,28 +208,14 @@ def candidates(
         row = rows.get(seq)
         if row is None:
             continue
-        out.append(
-            Candidate(
-                chunk_id=row.chunk_id,
-                path=row.path,
-                start_line=row.start_line,
-                end_line=row.end_line,
-                heading=row.heading,
-                text=row.text,
-                source=row.source,
-                chunk_time=row.chunk_time,
-                access_count=row.access_count,
-                bm25=bm25,
-                distance=distance,
-            )
-        )
+        out.append(replace(row, bm25=bm25, distance=distance))
     return out
 
 
 def raw_hybrid(
     fts: RawFts,
     vectors: RawVectors,
-    rows: dict[int, ChunkRow],
+    rows: dict[int, Candidate],
     query: str,
     query_vector: Sequence[float],
     params: RankParams,

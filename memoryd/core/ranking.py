@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from memoryd.core.templates import is_scaffold
@@ -259,14 +259,8 @@ def _combine(candidates: Iterable[Candidate]) -> list[Candidate]:
         if seen is None:
             by_id[cand.chunk_id] = cand
             continue
-        by_id[cand.chunk_id] = Candidate(
-            chunk_id=seen.chunk_id,
-            path=seen.path,
-            start_line=seen.start_line,
-            end_line=seen.end_line,
-            heading=seen.heading,
-            text=seen.text,
-            source=seen.source,
+        by_id[cand.chunk_id] = replace(
+            seen,
             chunk_time=seen.chunk_time if seen.chunk_time is not None else cand.chunk_time,
             access_count=max(seen.access_count, cand.access_count),
             bm25=_best(seen.bm25, cand.bm25),

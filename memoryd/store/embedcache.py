@@ -167,4 +167,3 @@ class EmbeddingCacheStore:
             conn.close()
             raise
         return conn
-
