@@ -385,6 +385,7 @@ def doctor_checks(config_path: str | None) -> list[Check]:
     checks.append(_watch_limit_check())
     emb = loaded.config.embedding
     checks.append(("embeddings", True, f"provider = {emb.provider}"))
+    checks.append(_vectors_in_memory_check(loaded.config.index.vectors_in_memory))
     llm = loaded.config.llm
     if llm.base_url and llm.model:
         has_key = bool(os.environ.get(llm.api_key_env))
@@ -413,6 +414,19 @@ def _socket_check(loaded: configfile.Loaded) -> Check:
     except TimeoutError:
         return ("daemon", False, f"not answering on {path} within 3 s")
     return ("daemon", True, f"answering on {path}")
+
+
+def _vectors_in_memory_check(mode: str) -> Check:
+    from memoryd.store.mirror import numpy_available
+
+    name = "vector search"
+    if mode == "off":
+        return (name, True, "vectors_in_memory = off: sqlite-vec scans (slower at 100k chunks)")
+    if numpy_available():
+        return (name, True, f"vectors_in_memory = {mode}: exact numpy scan of an in-memory copy")
+    if mode == "on":
+        return (name, False, "vectors_in_memory = on, but numpy is not installed")
+    return (name, True, "numpy not installed: sqlite-vec scans (slower at 100k chunks)")
 
 
 def _watch_limit_check() -> Check:

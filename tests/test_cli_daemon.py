@@ -289,6 +289,20 @@ def test_doctor_reports_a_bad_config_and_exits_1(
     assert "serach" in out
 
 
+def test_doctor_says_whether_vectors_are_held_in_memory(
+    memoryd_home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, out, _ = run(capsys, "doctor")
+    assert _doctor_lines(out)["vector search"].startswith("ok vectors_in_memory = auto: exact")
+    (memoryd_home / "config.toml").write_text('[index]\nvectors_in_memory = "on"\n')
+    monkeypatch.setattr("memoryd.store.mirror.numpy_available", lambda: False)
+    code, out, _ = run(capsys, "doctor")
+    assert _doctor_lines(out)["vector search"] == (
+        "BAD vectors_in_memory = on, but numpy is not installed"
+    )
+    assert code == 1
+
+
 # --- install-service -----------------------------------------------------------------------
 
 

@@ -30,6 +30,7 @@ NOT_CONFIG_ENV = frozenset({"MEMORYD_HOME", "MEMORYD_CONFIG"})
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("auto", "json", "console")
 EMBEDDING_PROVIDERS = ("auto", "none", "local", "openai", "hash")
+VECTORS_IN_MEMORY = ("auto", "on", "off")
 SCHEDULES = ("off", "daily")
 SOURCES = ("global", "workspace", "session")
 
@@ -130,12 +131,14 @@ class MemoryConfig:
 
 @dataclass(frozen=True)
 class IndexConfig:
-    """``[index]``: chunk sizes, the reconcile scan period and the watcher debounce."""
+    """``[index]``: chunk sizes, the reconcile scan period, the watcher debounce and whether
+    vectors are also held in memory for search."""
 
     max_chunk_chars: int = _int(1600, low=1)
     chunk_overlap_chars: int = _int(320)
     reconcile_secs: float = _num(300.0, above=True)
     watch_debounce_ms: int = _int(50)
+    vectors_in_memory: str = _text("auto", choices=VECTORS_IN_MEMORY)
 
 
 @dataclass(frozen=True)

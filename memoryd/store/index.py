@@ -42,6 +42,7 @@ from memoryd.core.workspace import session_date_from_name, source_of
 from memoryd.errors import IndexCorrupt, StorageError
 from memoryd.store import migrations
 from memoryd.store.connection import Capabilities, Connection, DatabaseError, connect, quick_check
+from memoryd.store.mirror import VectorMirror
 from memoryd.store.vectors import vector_blob
 
 log = structlog.get_logger(__name__)
@@ -107,6 +108,7 @@ class Index:
         workspace_dir: Path,
         settings: ChunkSettings = ChunkSettings(),
         clock: Callable[[], float] = time.time,
+        vectors_in_memory: bool = False,
     ) -> None:
         self.db_path = db_path
         self.root = root
@@ -121,6 +123,8 @@ class Index:
         self.caps: Capabilities | None = None
         self.vec_dims: int | None = None
         self.vec_model: str | None = None
+        # Exact KNN from a float32 copy of the vectors (store/mirror.py) instead of vec0's scan.
+        self.mirror = VectorMirror() if vectors_in_memory else None
 
     # ------------------------------------------------------------------ open / close
 
@@ -279,6 +283,7 @@ class Index:
         self._close_conn()
 
     def _close_conn(self) -> None:
+        self._mirror_invalidate()
         if self._conn is not None:
             try:
                 self._conn.close()
@@ -362,6 +367,7 @@ class Index:
             try:
                 yield
             except BaseException:
+                self._mirror_invalidate()
                 if conn.in_transaction:
                     conn.execute("ROLLBACK TO one_file")
                     conn.execute("RELEASE one_file")
@@ -373,6 +379,7 @@ class Index:
             yield
             conn.execute("COMMIT")
         except BaseException:
+            self._mirror_invalidate()
             _rollback(conn)
             raise
 
@@ -387,6 +394,7 @@ class Index:
                 report.add(self.sync_paths(paths[start : start + batch]))
                 conn.execute("COMMIT")
             except BaseException:
+                self._mirror_invalidate()
                 _rollback(conn)
                 raise
         return report
@@ -507,6 +515,8 @@ class Index:
             return
         for seq in seqs:
             self.conn.execute("DELETE FROM chunks_vec WHERE rowid = ?", (seq,))
+        if self.mirror is not None:  # at once; a rollback drops the whole copy
+            self.mirror.remove(seqs)
 
     def _delete_path(self, rel: str) -> int:
         """Drop a file's chunks; returns how many (or -1 when the file was not indexed)."""
@@ -605,8 +615,14 @@ class Index:
         return [(int(seq), float(r)) for seq, r in rows]
 
     def knn(self, query: Sequence[float], k: int) -> list[tuple[int, float]]:
+        """The ``k`` nearest chunks (seq, L2 distance), nearest first: from the in-memory
+        copy when there is one (read from ``chunks_vec`` on first use), else vec0's scan."""
         if self.vec_dims is None or k <= 0:
             return []
+        if self.mirror is not None:
+            if not self.mirror.loaded:
+                self.mirror.load(self.conn, self.vec_dims)
+            return self.mirror.knn(query, k)
         rows = self.conn.execute(
             "SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ?",
             (vector_blob(query), k),
@@ -711,6 +727,10 @@ class Index:
 
     # ------------------------------------------------------------------ vectors
 
+    def _mirror_invalidate(self) -> None:
+        if self.mirror is not None:
+            self.mirror.invalidate()
+
     def _vec_table_exists(self) -> bool:
         row = self.conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'chunks_vec'").fetchone()
         return row is not None
@@ -748,6 +768,7 @@ class Index:
         """
         if model_id is None or dims is None or self.caps is None or not self.caps.vec:
             self.vec_model, self.vec_dims = None, None
+            self._mirror_invalidate()
             return False
         stale = self._meta(STALE_VECTORS) is not None
         if not force and not stale and self.embedding_identity() == (model_id, dims):
@@ -767,6 +788,7 @@ class Index:
         except BaseException:
             _rollback(conn)
             raise
+        self._mirror_invalidate()
         self.vec_model, self.vec_dims = model_id, dims
         return True
 
@@ -795,7 +817,7 @@ class Index:
         if model_id != self.vec_model or not items:
             return 0
         conn = self.conn
-        stored = 0
+        added: list[tuple[int, Sequence[float]]] = []
         conn.execute("BEGIN IMMEDIATE")
         try:
             for pending, vector in items:
@@ -812,12 +834,14 @@ class Index:
                 conn.execute(
                     "UPDATE chunks SET vec_model = ? WHERE seq = ?", (model_id, pending.seq)
                 )
-                stored += 1
+                added.append((pending.seq, vector))
             conn.execute("COMMIT")
         except BaseException:
             _rollback(conn)
             raise
-        return stored
+        if self.mirror is not None:  # only what committed
+            self.mirror.put(added)
+        return len(added)
 
     # ------------------------------------------------------------------ reporting
 
@@ -854,6 +878,8 @@ class Index:
             "embedding_model": self.vec_model,
             "embedding_dims": self.vec_dims,
             "vectors_pending": self.count_pending_vectors(),
+            "vectors_in_memory": None if self.mirror is None else self.mirror.count,
+            "vectors_in_memory_bytes": None if self.mirror is None else self.mirror.nbytes,
             "rebuilt_reason": self.rebuilt_reason,
             "rebuilt_at": self.rebuilt_at,
             "rebuilds": self.rebuilds,

@@ -45,6 +45,10 @@ def with_search(config: Config, **changes: Any) -> Config:
     return dataclasses.replace(config, search=dataclasses.replace(config.search, **changes))
 
 
+def with_index(config: Config, **changes: Any) -> Config:
+    return dataclasses.replace(config, index=dataclasses.replace(config.index, **changes))
+
+
 MemoryFactory = Callable[..., Any]
 
 

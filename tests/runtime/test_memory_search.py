@@ -13,7 +13,7 @@ from structlog.testing import capture_logs
 from memoryd.core.config import Config
 from memoryd.providers.embeddings import HashProvider
 from memoryd.store.connection import connect
-from tests.runtime.conftest import Env, MemoryFactory, TableProvider, with_search
+from tests.runtime.conftest import Env, MemoryFactory, TableProvider, with_index, with_search
 
 pytestmark = pytest.mark.anyio
 
@@ -327,7 +327,7 @@ async def test_vector_scan_runs_on_the_reader_and_falls_back_to_the_index(
 ) -> None:
     provider = TableProvider({"ferrets": [1.0, 0.0, 0.0, 0.0], "small mammals": [0.8, 0.6, 0, 0]})
     env.workspace.memory_file.write_text("# M\n\n## Pets\n\nThe office keeps two ferrets.\n")
-    mem = await open_memory(provider)
+    mem = await open_memory(provider, with_index(Config(), vectors_in_memory="off"))
     await mem.sync()
     await mem.embed_all()
     scans: list[int] = []
@@ -344,6 +344,26 @@ async def test_vector_scan_runs_on_the_reader_and_falls_back_to_the_index(
     assert scans == [18]  # the vector-only hit came from the reader's scan
     monkeypatch.setattr(mem._vectors, "knn", lambda *a, **k: None)  # the reader fails
     assert [h.heading for h in (await mem.search("small mammals")).results] == ["M > Pets"]
+
+
+async def test_vectors_in_memory_answer_without_the_reader_scan(
+    env: Env, open_memory: MemoryFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    provider = TableProvider({"ferrets": [1.0, 0.0, 0.0, 0.0], "small mammals": [0.8, 0.6, 0, 0]})
+    env.workspace.memory_file.write_text("# M\n\n## Pets\n\nThe office keeps two ferrets.\n")
+    mem = await open_memory(provider)  # vectors_in_memory = "auto", numpy is installed
+    await mem.sync()
+    await mem.embed_all()
+
+    def reader_knn(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the vec0 reader must not scan when vectors are in memory")
+
+    monkeypatch.setattr(mem._vectors, "knn", reader_knn)
+    found = await mem.search("small mammals")
+    assert [h.heading for h in found.results] == ["M > Pets"] and found.mode == "hybrid"
+    stats = await mem._run(mem.index.stats)
+    assert stats["vectors_pending"] == 0
+    assert stats["vectors_in_memory"] == stats["chunks"] >= 1
 
 
 async def test_get_pages_a_huge_file_instead_of_one_huge_reply(
