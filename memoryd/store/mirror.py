@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from memoryd.blas import default_threads_before_numpy
 from memoryd.store.connection import Connection
 
 if TYPE_CHECKING:  # numpy is optional: imported on first load
@@ -89,6 +90,7 @@ class VectorMirror:
 
     def _numpy(self) -> Any:
         if self._np is None:
+            default_threads_before_numpy()  # one BLAS thread unless configured
             import numpy
 
             self._np = numpy

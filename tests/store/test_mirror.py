@@ -8,7 +8,10 @@ the same connection.
 
 from __future__ import annotations
 
+import os
 import random
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from memoryd.blas import THREAD_ENV
 from memoryd.store.connection import DatabaseError, driver
 from memoryd.store.index import Index
 from memoryd.store.layout import Workspace, ensure_workspace_dirs, resolve_workspace
@@ -193,3 +197,25 @@ def test_memory_cost_is_reported_and_freed(make_workspace: Any) -> None:
     index.set_embedding_identity(None, None)  # vector search off: the copy is dropped
     assert index.stats()["vectors_in_memory"] == 0
     index.close()
+
+
+BLAS_PROBE = """
+import threadpoolctl
+from memoryd.store.mirror import VectorMirror
+VectorMirror()._numpy()  # the mirror's first numpy import
+print(max(info["num_threads"] for info in threadpoolctl.threadpool_info()))
+"""
+
+
+@pytest.mark.parametrize(("configured", "expected"), [(None, "1"), ("2", "2")])
+def test_the_mirror_asks_for_one_blas_thread_unless_configured(
+    configured: str | None, expected: str
+) -> None:
+    pytest.importorskip("threadpoolctl")
+    env = {k: v for k, v in os.environ.items() if k not in THREAD_ENV}
+    if configured is not None:
+        env |= dict.fromkeys(THREAD_ENV, configured)
+    out = subprocess.run(
+        [sys.executable, "-c", BLAS_PROBE], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == expected
