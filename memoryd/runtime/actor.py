@@ -194,6 +194,7 @@ class WorkspaceActor:
         while not self.memory.provider_ready:  # noqa: ASYNC110 - readiness is the provider's state
             await anyio.sleep(1.0)
         await self.memory.refresh_identity()
+        await self.memory.load_vectors()
         backoff = 1.0
         while True:
             # A fresh event before looking: a write landing while this batch is read or

@@ -278,6 +278,15 @@ class WorkspaceMemory:
             self.log.info("embedding.identity_changed", model=self.index.vec_model)
         return changed
 
+    async def load_vectors(self) -> None:
+        """Read the stored vectors into memory (``index.vectors_in_memory``) ahead of the
+        first hybrid search, which would otherwise wait for it."""
+        started = time.perf_counter()
+        held = await self._run(self.index.load_mirror)
+        if held:
+            secs = round(time.perf_counter() - started, 3)
+            self.log.info("embedding.vectors_in_memory", vectors=held, secs=secs)
+
     async def close(self) -> None:
         await self._run(self.index.close)
         await anyio.to_thread.run_sync(self._vectors.close, limiter=self._vec_db)

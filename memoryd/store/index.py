@@ -620,8 +620,7 @@ class Index:
         if self.vec_dims is None or k <= 0:
             return []
         if self.mirror is not None:
-            if not self.mirror.loaded:
-                self.mirror.load(self.conn, self.vec_dims)
+            self.load_mirror()
             return self.mirror.knn(query, k)
         rows = self.conn.execute(
             "SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ?",
@@ -726,6 +725,15 @@ class Index:
             raise
 
     # ------------------------------------------------------------------ vectors
+
+    def load_mirror(self) -> int:
+        """Read the vectors into memory now, if they are kept there and not loaded yet
+        (~1 s per 100k 384-d vectors); returns how many are held."""
+        if self.mirror is None or self.vec_dims is None:
+            return 0
+        if not self.mirror.loaded:
+            self.mirror.load(self.conn, self.vec_dims)
+        return self.mirror.count
 
     def _mirror_invalidate(self) -> None:
         if self.mirror is not None:

@@ -68,23 +68,27 @@ class VectorMirror:
         self.count = 0
 
     def load(self, conn: Connection, dims: int) -> None:
-        """Read every vector of ``chunks_vec`` (``dims`` floats each)."""
+        """Read every vector of ``chunks_vec`` (``dims`` floats each), row by row straight
+        into the matrix: the peak is the matrix itself, not a second copy of every blob."""
         np = self._numpy()
         self.invalidate()
-        rows = conn.execute("SELECT rowid, embedding FROM chunks_vec").fetchall()
-        count = len(rows)
-        capacity = max(1024, count + count // 4)
-        matrix = np.zeros((capacity, dims), dtype=np.float32)
-        seqs = np.zeros(capacity, dtype=np.int64)
-        if count:
-            seqs[:count] = [int(seq) for seq, _ in rows]
-            matrix[:count] = np.frombuffer(
-                b"".join(bytes(blob) for _, blob in rows), dtype="<f4"
-            ).reshape(count, dims)
-        self._matrix, self._seqs, self.dims, self.count = matrix, seqs, dims, count
-        self._norms = np.zeros(capacity, dtype=np.float32)
-        self._norms[:count] = np.einsum("ij,ij->i", matrix[:count], matrix[:count])
-        self._row = {int(seq): row for row, seq in enumerate(seqs[:count].tolist())}
+        expected = int(conn.execute("SELECT count(*) FROM chunks_vec").fetchone()[0])
+        capacity = max(1024, expected + expected // 8)
+        matrix = np.empty((capacity, dims), dtype=np.float32)
+        seqs = np.empty(capacity, dtype=np.int64)
+        self._matrix, self._seqs, self.dims = matrix, seqs, dims
+        self._norms = np.empty(capacity, dtype=np.float32)
+        count = 0
+        for seq, blob in conn.execute("SELECT rowid, embedding FROM chunks_vec"):
+            if count == len(self._seqs):  # rows added since the count: make room
+                self.count = count
+                self._grow()
+            self._matrix[count] = np.frombuffer(blob, dtype="<f4", count=dims)
+            self._seqs[count] = seq
+            count += 1
+        self.count = count
+        self._norms[:count] = np.einsum("ij,ij->i", self._matrix[:count], self._matrix[:count])
+        self._row = {int(seq): row for row, seq in enumerate(self._seqs[:count].tolist())}
         self.loaded = True
         log.debug("mirror.loaded", vectors=count, dims=dims)
 
@@ -116,22 +120,27 @@ class VectorMirror:
             self._norms[row] = float(values @ values)
 
     def _append_row(self, seq: int) -> int:
-        np = self._numpy()
-        assert self._matrix is not None and self._norms is not None and self._seqs is not None
+        assert self._seqs is not None
         if self.count == len(self._seqs):
-            capacity = max(1024, self.count * 2)
-            matrix = np.zeros((capacity, self.dims), dtype=np.float32)
-            matrix[: self.count] = self._matrix[: self.count]
-            norms = np.zeros(capacity, dtype=np.float32)
-            norms[: self.count] = self._norms[: self.count]
-            seqs = np.zeros(capacity, dtype=np.int64)
-            seqs[: self.count] = self._seqs[: self.count]
-            self._matrix, self._norms, self._seqs = matrix, norms, seqs
+            self._grow()
         row = self.count
         self._seqs[row] = seq
         self._row[seq] = row
         self.count += 1
         return row
+
+    def _grow(self) -> None:
+        """Half as much room again (a doubling would briefly hold three copies' worth)."""
+        np = self._numpy()
+        assert self._matrix is not None and self._norms is not None and self._seqs is not None
+        capacity = max(1024, self.count + self.count // 2)
+        matrix = np.empty((capacity, self.dims), dtype=np.float32)
+        matrix[: self.count] = self._matrix[: self.count]
+        norms = np.empty(capacity, dtype=np.float32)
+        norms[: self.count] = self._norms[: self.count]
+        seqs = np.empty(capacity, dtype=np.int64)
+        seqs[: self.count] = self._seqs[: self.count]
+        self._matrix, self._norms, self._seqs = matrix, norms, seqs
 
     def remove(self, seqs: Iterable[int]) -> None:
         """Drop the vectors of these seqs (the last row moves into each hole)."""
@@ -170,11 +179,16 @@ class VectorMirror:
             top = np.argpartition(partial, k - 1)[:k]
         else:
             top = np.arange(count)
-        top = top[np.argsort(partial[top], kind="stable")]
-        squared = np.maximum(partial[top] + float(q @ q), 0.0)
+        # The distances of the chosen few, computed directly (the expansion above cancels
+        # badly for long vectors), and sorted by them.
+        diff = self._matrix[top] - q
+        distances = np.sqrt(np.einsum("ij,ij->i", diff, diff))
+        order = np.argsort(distances, kind="stable")
         return [
             (int(seq), float(d))
-            for seq, d in zip(self._seqs[top].tolist(), np.sqrt(squared).tolist(), strict=True)
+            for seq, d in zip(
+                self._seqs[top[order]].tolist(), distances[order].tolist(), strict=True
+            )
         ]
 
     @property

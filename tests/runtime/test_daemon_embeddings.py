@@ -680,6 +680,26 @@ async def test_a_restart_with_the_same_model_keeps_every_vector(
     assert not [e for e in logs if e["event"] == "embedding.identity_changed"]
 
 
+@pytest.mark.anyio
+async def test_stored_vectors_are_in_memory_after_a_restart_before_any_search(
+    home: Path, server: EmbeddingServer
+) -> None:
+    ws = project(home, "warm")
+    config = openai_config(server)
+    async with in_process_daemon(config=config) as d:
+        for text in ("Staging runs on port 8443", "Backups run at 02:00", "Logs go to Loki"):
+            await d.call("memory.remember", workspace=str(ws), text=text)
+        chunks = (await all_vectors(d, ws))["chunks"]
+    async with in_process_daemon(config=config) as d:
+
+        async def held() -> bool:
+            return bool((await stats(d, ws))["vectors_in_memory"] == chunks)
+
+        await wait_until(held)  # read from the index by the actor itself, not by a search
+        found = await d.search(ws, "which port does staging use")
+        assert found["mode"] == "hybrid" and "8443" in found["results"][0]["snippet"]
+
+
 def vector_rows(index_path: Path) -> tuple[set[int], set[int]]:
     """(rowids of the vec table, seqs of chunks that have a vector), read from disk."""
     conn, _ = connect(index_path)
