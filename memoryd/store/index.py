@@ -544,17 +544,26 @@ class Index:
         """Those of these indexed paths whose file is gone or differs from the ``files`` row
         (mtime, size) — changes the watcher has not reported yet (SPEC §4: a deleted file is
         never returned, an edit is seen by the next search)."""
+        wanted = sorted(set(rels))
+        if not wanted:
+            return []
+        known: dict[str, tuple[float, int]] = {}
+        for start in range(0, len(wanted), 500):
+            part = wanted[start : start + 500]
+            rows = self.conn.execute(
+                f"SELECT path, mtime, size FROM files WHERE path IN ({','.join('?' * len(part))})",
+                part,
+            )
+            known.update((rel, (mtime, size)) for rel, mtime, size in rows)
         out: list[Path] = []
-        for rel in sorted(set(rels)):
-            row = self.conn.execute("SELECT mtime, size FROM files WHERE path = ?", (rel,))
-            known = row.fetchone()
+        for rel in wanted:
             path = self.root / rel
             try:
-                st = path.stat()
+                st = os.stat(path)
             except OSError:
                 out.append(path)
                 continue
-            if known is None or (st.st_mtime, st.st_size) != (known[0], known[1]):
+            if known.get(rel) != (st.st_mtime, st.st_size):
                 out.append(path)
         return out
 
