@@ -20,28 +20,21 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
 import blake3
 import structlog
 
-from memoryd.core.chunking import (
-    Chunk,
-    chunk_ids,
-    chunk_markdown,
-    chunk_time_for_session,
-    flush_marks,
-)
-from memoryd.core.keywords import fts_text
 from memoryd.core.ranking import Candidate
-from memoryd.core.workspace import session_date_from_name, source_of
+from memoryd.core.workspace import source_of
 from memoryd.errors import IndexCorrupt, StorageError
 from memoryd.store import migrations
 from memoryd.store.connection import Capabilities, Connection, DatabaseError, connect, quick_check
+from memoryd.store.prepare import Prepared, inside, prepare_file
 from memoryd.store.vectors import vector_blob
 
 log = structlog.get_logger(__name__)
@@ -243,7 +236,7 @@ class Index:
         if model is not None and dims is not None:
             self.set_embedding_identity(model, dims)
         self._rebuilt(reason)
-        self.sync_paths(self.disk_files())
+        self.sync_many(self.disk_files())
         self._file_id = self._stat_id()
         log.info("index.rebuilt", path=str(self.db_path), chunks=self.count_chunks())
 
@@ -310,9 +303,7 @@ class Index:
 
     def inside_root(self, path: Path) -> bool:
         """True when ``path``, with every symlink resolved, stays inside the memory root."""
-        real_root = os.path.realpath(self.root)
-        real = os.path.realpath(path)
-        return real == real_root or real.startswith(real_root + os.sep)
+        return inside(os.path.realpath(self.root), path)
 
     def belongs(self, path: Path) -> bool:
         """True when ``path`` is a memory file of this index (global or this workspace)."""
@@ -336,11 +327,12 @@ class Index:
         in ``failed`` and the others still sync; damage (:meth:`damage`) always raises.
         """
         report = SyncReport()
+        real_root = os.path.realpath(self.root)
         for path in paths:
             if not self.belongs(path):
                 continue
             try:
-                report.add(self._sync_one(path))
+                report.add(self._sync_one(path, real_root))
             except OSError as exc:
                 report.errors.append(f"{path}: {exc}")
                 log.warning("index.sync_failed", path=str(path), error=str(exc))
@@ -378,72 +370,133 @@ class Index:
 
     def sync_many(self, paths: Sequence[Path], *, batch: int = SYNC_BATCH) -> SyncReport:
         """:meth:`sync_paths` for many files at once (a reindex, a cold start): ``batch``
-        files per transaction, since one commit per file costs more than the file itself."""
+        files per transaction, since one commit per file costs more than the file itself.
+
+        Each batch is read and chunked first (the next one in a helper thread while this
+        thread writes the current one: no connection is shared) and then written in one
+        transaction, with no savepoint per file (FTS5 flushes its pending terms at every
+        savepoint). A database error rolls back the current batch and raises (earlier batches
+        stay committed); the caller can then go file by file (``sync_paths(tolerant=True)``).
+        """
         report = SyncReport()
-        conn = self.conn
-        for start in range(0, len(paths), batch):
-            conn.execute("BEGIN IMMEDIATE")
+        wanted = [path for path in dict.fromkeys(paths) if self.belongs(path)]
+        if not wanted:
+            return report
+        real_root = os.path.realpath(self.root)
+        known: dict[str, str] = dict(self.conn.execute("SELECT path, hash FROM files"))
+        max_chars, overlap = self.settings.max_chars, self.settings.overlap_chars
+
+        def prepare(part: Sequence[Path]) -> list[Prepared]:
+            out = []
+            for path in part:
+                rel = self.rel(path)
+                out.append(prepare_file(path, rel, real_root, known.get(rel), max_chars, overlap))
+            return out
+
+        parts = [wanted[start : start + batch] for start in range(0, len(wanted), batch)]
+        if len(parts) == 1:
+            self._write_batch(prepare(parts[0]), report)
+            return report
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="memoryd-prepare") as pool:
+            ahead = pool.submit(prepare, parts[0])
             try:
-                report.add(self.sync_paths(paths[start : start + batch]))
-                conn.execute("COMMIT")
+                for number in range(len(parts)):
+                    items = ahead.result()
+                    if number + 1 < len(parts):
+                        ahead = pool.submit(prepare, parts[number + 1])
+                    self._write_batch(items, report)
             except BaseException:
-                _rollback(conn)
+                ahead.cancel()
                 raise
         return report
 
-    def _sync_one(self, path: Path) -> SyncReport:
-        rel = self.rel(path)
-        report = SyncReport(synced=1)
-        try:
-            if not self.inside_root(path):
-                # A symlink out of the memory root is never read: what it points to is not
-                # memory, and search must not show what memory.get refuses.
-                log.warning("index.symlink_outside_root", path=str(path))
-                raise FileNotFoundError(path)
-            st = path.stat()
-            data = path.read_bytes()
-        except FileNotFoundError:
-            removed = self._delete_path(rel)
-            report.removed, report.chunks_removed = int(removed >= 0), max(removed, 0)
-            return report
-        digest = blake3.blake3(data).hexdigest()
+    def _write_batch(self, items: Sequence[Prepared], report: SyncReport) -> None:
+        """Write prepared files in one transaction; unreadable ones go to ``errors``."""
+        part = SyncReport()
         conn = self.conn
-        row = conn.execute("SELECT hash FROM files WHERE path = ?", (rel,)).fetchone()
-        now = self.clock()
-        if row is not None and row[0] == digest:
-            conn.execute(
-                "UPDATE files SET mtime = ?, size = ? WHERE path = ?",
-                (st.st_mtime, st.st_size, rel),
-            )
-            return report
-        text = data.decode("utf-8", errors="replace")
-        chunks = chunk_markdown(text, self.settings.max_chars, self.settings.overlap_chars)
-        ids = chunk_ids(rel, chunks)
-        times = self._chunk_times(rel, text, chunks, st.st_mtime)
-        source = source_of(rel)
-        assert source is not None
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            self._write([item for item in items if item.error is None], part)
+            conn.execute("COMMIT")
+        except BaseException:
+            _rollback(conn)
+            raise
+        report.add(part)
+        for item in items:
+            if item.error is not None:
+                report.errors.append(f"{item.path}: {item.error}")
+                log.warning("index.sync_failed", path=str(item.path), error=str(item.error))
+
+    def _sync_one(self, path: Path, real_root: str) -> SyncReport:
+        rel = self.rel(path)
+        row = self.conn.execute("SELECT hash FROM files WHERE path = ?", (rel,)).fetchone()
+        item = prepare_file(
+            path,
+            rel,
+            real_root,
+            None if row is None else row[0],
+            self.settings.max_chars,
+            self.settings.overlap_chars,
+        )
+        if item.error is not None:
+            raise item.error
+        report = SyncReport()
         with self._transaction():
+            self._write([item], report)
+        return report
+
+    def _write(self, items: Sequence[Prepared], report: SyncReport) -> None:
+        """Write these prepared files (distinct paths) inside the open transaction: new
+        chunks and FTS rows in one ``executemany`` each, seqs assigned here."""
+        conn = self.conn
+        now = self.clock()
+        added: list[tuple[object, ...]] = []
+        bodies: list[tuple[int, str, str]] = []
+        moved: list[tuple[object, ...]] = []
+        files: list[tuple[str, float, int, str, float]] = []
+        next_seq: int | None = None
+        changed = False
+        for item in items:
+            report.synced += 1
+            rel = item.rel
+            if item.missing:
+                removed = self._drop_path(rel)
+                if removed >= 0:
+                    report.removed += 1
+                    report.chunks_removed += removed
+                    changed = True
+                continue
+            row = conn.execute("SELECT hash FROM files WHERE path = ?", (rel,)).fetchone()
+            if row is not None and row[0] == item.digest:
+                conn.execute(
+                    "UPDATE files SET mtime = ?, size = ? WHERE path = ?",
+                    (item.mtime, item.size, rel),
+                )
+                continue
+            item = item.chunked(self.settings.max_chars, self.settings.overlap_chars)
+            assert item.chunks is not None
+            source = source_of(rel)
+            assert source is not None
             existing = {
                 cid: seq
                 for seq, cid in conn.execute("SELECT seq, id FROM chunks WHERE path = ?", (rel,))
             }
-            wanted = dict(zip(ids, zip(chunks, times, strict=True), strict=True))
-            gone = [seq for cid, seq in existing.items() if cid not in wanted]
+            keep = set(item.ids)
+            gone = [seq for cid, seq in existing.items() if cid not in keep]
             self._delete_seqs(gone)
-            for cid, (chunk, ctime) in wanted.items():
+            for cid, chunk, ctime, body in zip(
+                item.ids, item.chunks, item.times, item.bodies, strict=True
+            ):
                 seq = existing.get(cid)
                 if seq is not None:
-                    conn.execute(
-                        "UPDATE chunks SET start_line = ?, end_line = ?, heading = ?, "
-                        "chunk_time = CASE WHEN source = 'session' THEN ? ELSE chunk_time END "
-                        "WHERE seq = ?",
-                        (chunk.start_line, chunk.end_line, chunk.heading, ctime, seq),
-                    )
+                    moved.append((chunk.start_line, chunk.end_line, chunk.heading, ctime, seq))
                     continue
-                cur = conn.execute(
-                    "INSERT INTO chunks (id, path, start_line, end_line, heading, text, hash, "
-                    "source, chunk_time, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                if next_seq is None:
+                    top = conn.execute("SELECT max(seq) FROM chunks").fetchone()[0]
+                    next_seq = 1 if top is None else int(top) + 1
+                added.append(
                     (
+                        next_seq,
                         cid,
                         rel,
                         chunk.start_line,
@@ -455,44 +508,49 @@ class Index:
                         ctime,
                         now,
                         now,
-                    ),
+                    )
                 )
-                conn.execute(
-                    "INSERT INTO chunks_fts (rowid, body, source) VALUES (?, ?, ?)",
-                    (cur.lastrowid, fts_text(chunk.text), source),
-                )
+                bodies.append((next_seq, body, source))
+                next_seq += 1
                 report.chunks_added += 1
-            conn.execute(
+            files.append((rel, item.mtime, item.size, item.digest, now))
+            report.changed += 1
+            report.chunks_removed += len(gone)
+            changed = True
+        if moved:
+            conn.executemany(
+                "UPDATE chunks SET start_line = ?, end_line = ?, heading = ?, "
+                "chunk_time = CASE WHEN source = 'session' THEN ? ELSE chunk_time END "
+                "WHERE seq = ?",
+                moved,
+            )
+        if added:
+            conn.executemany(
+                "INSERT INTO chunks (seq, id, path, start_line, end_line, heading, text, hash, "
+                "source, chunk_time, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                added,
+            )
+            conn.executemany(
+                "INSERT INTO chunks_fts (rowid, body, source) VALUES (?, ?, ?)", bodies
+            )
+        if files:
+            conn.executemany(
                 "INSERT INTO files (path, mtime, size, hash, indexed_at) VALUES (?,?,?,?,?) "
                 "ON CONFLICT(path) DO UPDATE SET mtime = excluded.mtime, size = excluded.size, "
                 "hash = excluded.hash, indexed_at = excluded.indexed_at",
-                (rel, st.st_mtime, st.st_size, digest, now),
+                files,
             )
+        if changed:
             self._bump_generation()
-        report.changed = 1
-        report.chunks_removed = len(gone)
-        return report
-
-    def _chunk_times(
-        self, rel: str, text: str, chunks: Sequence[Chunk], mtime: float
-    ) -> list[float | None]:
-        if source_of(rel) != "session":
-            return [mtime] * len(chunks)
-        day = session_date_from_name(rel.rsplit("/", 1)[-1])
-        file_date = datetime(day.year, day.month, day.day, tzinfo=UTC) if day else None
-        marks = flush_marks(text)
-        out: list[float | None] = []
-        for chunk in chunks:
-            when = chunk_time_for_session(chunk, marks, file_date)
-            out.append(when.timestamp() if when else mtime)
-        return out
 
     def _delete_seqs(self, seqs: Sequence[int]) -> None:
+        if not seqs:
+            return
         conn = self.conn
-        for seq in seqs:
-            # rowid lookups: never a scan of the FTS or vec table.
-            conn.execute("DELETE FROM chunks_fts WHERE rowid = ?", (seq,))
-            conn.execute("DELETE FROM chunks WHERE seq = ?", (seq,))
+        rows = [(seq,) for seq in seqs]
+        # rowid lookups: never a scan of the FTS or vec table.
+        conn.executemany("DELETE FROM chunks_fts WHERE rowid = ?", rows)
+        conn.executemany("DELETE FROM chunks WHERE seq = ?", rows)
         self._delete_vectors(seqs)
 
     def _delete_vectors(self, seqs: Sequence[int]) -> None:
@@ -508,16 +566,14 @@ class Index:
         for seq in seqs:
             self.conn.execute("DELETE FROM chunks_vec WHERE rowid = ?", (seq,))
 
-    def _delete_path(self, rel: str) -> int:
-        """Drop a file's chunks; returns how many (or -1 when the file was not indexed)."""
+    def _drop_path(self, rel: str) -> int:
+        """Drop a file's chunks in the open transaction; returns how many (or -1 when the
+        file was not indexed)."""
         conn = self.conn
-        with self._transaction():
-            known = conn.execute("SELECT 1 FROM files WHERE path = ?", (rel,)).fetchone()
-            seqs = [r[0] for r in conn.execute("SELECT seq FROM chunks WHERE path = ?", (rel,))]
-            self._delete_seqs(seqs)
-            conn.execute("DELETE FROM files WHERE path = ?", (rel,))
-            if known or seqs:
-                self._bump_generation()
+        known = conn.execute("SELECT 1 FROM files WHERE path = ?", (rel,)).fetchone()
+        seqs = [r[0] for r in conn.execute("SELECT seq FROM chunks WHERE path = ?", (rel,))]
+        self._delete_seqs(seqs)
+        conn.execute("DELETE FROM files WHERE path = ?", (rel,))
         return len(seqs) if (known or seqs) else -1
 
     def _bump_generation(self) -> None:
