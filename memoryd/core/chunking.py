@@ -187,7 +187,9 @@ def _heading_title(line: str) -> tuple[int, str] | None:
     match = _HEADING.fullmatch(line.removesuffix("\r"))
     if match is None:
         return None
-    title = _CLOSING_HASHES.sub("", (match.group(2) or "").strip()).strip()
+    title = (match.group(2) or "").strip()
+    if title.endswith("#"):
+        title = _CLOSING_HASHES.sub("", title).strip()
     return len(match.group(1)), title
 
 
@@ -224,9 +226,10 @@ def _sections(lines: Sequence[str], marked: Sequence[int]) -> list[_Section]:
             if close and close.group(1)[0] == fence[0] and len(close.group(1)) >= len(fence):
                 fence = None
             continue
-        opening = _FENCE_OPEN.fullmatch(line)
-        if opening and not (opening.group(1)[0] == "`" and "`" in opening.group(2)):
-            fence = opening.group(1)
+        if line.lstrip(" ")[:1] != "#":  # "`" or "~": a fence, or plain text
+            opening = _FENCE_OPEN.fullmatch(line)
+            if opening and not (opening.group(1)[0] == "`" and "`" in opening.group(2)):
+                fence = opening.group(1)
             continue
         found = _heading_title(line)
         if found is None:

@@ -44,7 +44,8 @@ FileId = tuple[tuple[int, int, int, int] | None, ...]
 MAX_REASON_CHARS = 300
 
 CURATED = ("global", "workspace")
-SYNC_BATCH = 64  # files per transaction when many are synced at once
+SYNC_BATCH = 64  # files read and chunked at a time when many are synced at once
+COMMIT_CHUNKS = 100_000  # chunks added or removed per transaction then
 STALE_VECTORS = "vectors_stale"  # meta key: chunks were deleted while sqlite-vec was missing
 
 
@@ -110,6 +111,7 @@ class Index:
         self.rebuilt_at: float | None = None
         self.rebuilds = 0
         self._conn: Connection | None = None
+        self._staging: Connection | None = None  # the connection that has the temp tables
         self._file_id: FileId | None = None
         self.caps: Capabilities | None = None
         self.vec_dims: int | None = None
@@ -368,15 +370,22 @@ class Index:
             _rollback(conn)
             raise
 
-    def sync_many(self, paths: Sequence[Path], *, batch: int = SYNC_BATCH) -> SyncReport:
-        """:meth:`sync_paths` for many files at once (a reindex, a cold start): ``batch``
-        files per transaction, since one commit per file costs more than the file itself.
+    def sync_many(
+        self,
+        paths: Sequence[Path],
+        *,
+        batch: int = SYNC_BATCH,
+        commit_chunks: int = COMMIT_CHUNKS,
+    ) -> SyncReport:
+        """:meth:`sync_paths` for many files at once (a reindex, a cold start).
 
-        Each batch is read and chunked first (the next one in a helper thread while this
-        thread writes the current one: no connection is shared) and then written in one
-        transaction, with no savepoint per file (FTS5 flushes its pending terms at every
-        savepoint). A database error rolls back the current batch and raises (earlier batches
-        stay committed); the caller can then go file by file (``sync_paths(tolerant=True)``).
+        Files are read and chunked ``batch`` at a time — the next batch in a helper thread
+        while this thread writes the current one (no connection is shared) — and written
+        without a savepoint per file (FTS5 flushes its pending terms at every savepoint),
+        in transactions of about ``commit_chunks`` new chunks (every commit costs FTS5 a
+        segment and the WAL a copy of the pages it touched). A database error rolls back the
+        open transaction and raises (what was committed stays); the caller can then go file
+        by file (``sync_paths(tolerant=True)``).
         """
         report = SyncReport()
         wanted = [path for path in dict.fromkeys(paths) if self.belongs(path)]
@@ -394,38 +403,38 @@ class Index:
             return out
 
         parts = [wanted[start : start + batch] for start in range(0, len(wanted), batch)]
-        if len(parts) == 1:
-            self._write_batch(prepare(parts[0]), report)
-            return report
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="memoryd-prepare") as pool:
-            ahead = pool.submit(prepare, parts[0])
-            try:
-                for number in range(len(parts)):
-                    items = ahead.result()
-                    if number + 1 < len(parts):
-                        ahead = pool.submit(prepare, parts[number + 1])
-                    self._write_batch(items, report)
-            except BaseException:
-                ahead.cancel()
-                raise
-        return report
-
-    def _write_batch(self, items: Sequence[Prepared], report: SyncReport) -> None:
-        """Write prepared files in one transaction; unreadable ones go to ``errors``."""
-        part = SyncReport()
+        self._create_staging()
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memoryd-prepare")
         conn = self.conn
-        conn.execute("BEGIN IMMEDIATE")
+        done = SyncReport()  # in the open transaction
+        unreadable: list[Prepared] = []
         try:
-            self._write([item for item in items if item.error is None], part)
-            conn.execute("COMMIT")
+            ahead = pool.submit(prepare, parts[0])
+            for number in range(len(parts)):
+                items = ahead.result()
+                if not conn.in_transaction:
+                    conn.execute("BEGIN IMMEDIATE")
+                unreadable.extend(item for item in items if item.error is not None)
+                staged = self._stage([item for item in items if item.error is None], done)
+                last = number + 1 == len(parts)
+                if not last:
+                    # From here this thread runs a few long statements, without the GIL.
+                    ahead = pool.submit(prepare, parts[number + 1])
+                if staged:
+                    self._insert_staged()
+                if last or done.chunks_added + done.chunks_removed >= commit_chunks:
+                    conn.execute("COMMIT")
+                    report.add(done)
+                    done = SyncReport()
         except BaseException:
             _rollback(conn)
             raise
-        report.add(part)
-        for item in items:
-            if item.error is not None:
-                report.errors.append(f"{item.path}: {item.error}")
-                log.warning("index.sync_failed", path=str(item.path), error=str(item.error))
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+        for item in unreadable:
+            report.errors.append(f"{item.path}: {item.error}")
+            log.warning("index.sync_failed", path=str(item.path), error=str(item.error))
+        return report
 
     def _sync_one(self, path: Path, real_root: str) -> SyncReport:
         rel = self.rel(path)
@@ -445,13 +454,36 @@ class Index:
             self._write([item], report)
         return report
 
+    def _create_staging(self) -> None:
+        """The connection's temp tables for new chunks (see :meth:`_stage`), once."""
+        conn = self.conn
+        if self._staging is conn:
+            return
+        conn.execute(
+            "CREATE TEMP TABLE IF NOT EXISTS new_chunks (seq INTEGER PRIMARY KEY, id TEXT, "
+            "path TEXT, start_line INTEGER, end_line INTEGER, heading TEXT, text TEXT, "
+            "hash TEXT, source TEXT, chunk_time REAL, created_at REAL, updated_at REAL)"
+        )
+        conn.execute(
+            "CREATE TEMP TABLE IF NOT EXISTS new_bodies (seq INTEGER PRIMARY KEY, body TEXT)"
+        )
+        self._staging = conn
+
     def _write(self, items: Sequence[Prepared], report: SyncReport) -> None:
-        """Write these prepared files (distinct paths) inside the open transaction: new
-        chunks and FTS rows in one ``executemany`` each, seqs assigned here."""
+        """Write these prepared files (distinct paths) inside the open transaction."""
+        self._create_staging()
+        if self._stage(items, report):
+            self._insert_staged()
+
+    def _stage(self, items: Sequence[Prepared], report: SyncReport) -> bool:
+        """Everything of writing these files (distinct paths, in the open transaction) but
+        the new chunks, which go to the temp tables ``new_chunks`` (and ``new_bodies``: an
+        FTS body that differs from the text) with their seqs assigned here, for
+        :meth:`_insert_staged`. True when it staged some."""
         conn = self.conn
         now = self.clock()
         added: list[tuple[object, ...]] = []
-        bodies: list[tuple[int, str, str]] = []
+        bodies: list[tuple[int, str]] = []
         moved: list[tuple[object, ...]] = []
         files: list[tuple[str, float, int, str, float]] = []
         next_seq: int | None = None
@@ -510,7 +542,8 @@ class Index:
                         now,
                     )
                 )
-                bodies.append((next_seq, body, source))
+                if body is not chunk.text and body != chunk.text:
+                    bodies.append((next_seq, body))
                 next_seq += 1
                 report.chunks_added += 1
             files.append((rel, item.mtime, item.size, item.digest, now))
@@ -524,15 +557,6 @@ class Index:
                 "WHERE seq = ?",
                 moved,
             )
-        if added:
-            conn.executemany(
-                "INSERT INTO chunks (seq, id, path, start_line, end_line, heading, text, hash, "
-                "source, chunk_time, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                added,
-            )
-            conn.executemany(
-                "INSERT INTO chunks_fts (rowid, body, source) VALUES (?, ?, ?)", bodies
-            )
         if files:
             conn.executemany(
                 "INSERT INTO files (path, mtime, size, hash, indexed_at) VALUES (?,?,?,?,?) "
@@ -542,6 +566,28 @@ class Index:
             )
         if changed:
             self._bump_generation()
+        if added:
+            conn.executemany("INSERT INTO temp.new_chunks VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", added)
+        if bodies:
+            conn.executemany("INSERT INTO temp.new_bodies VALUES (?,?)", bodies)
+        return bool(added)
+
+    def _insert_staged(self) -> None:
+        """Move the staged new chunks into ``chunks`` and ``chunks_fts`` (a statement each,
+        however many chunks) and empty the temp tables."""
+        conn = self.conn
+        conn.execute(
+            "INSERT INTO chunks (seq, id, path, start_line, end_line, heading, text, hash, "
+            "source, chunk_time, created_at, updated_at) SELECT * FROM temp.new_chunks"
+        )
+        conn.execute(
+            "INSERT INTO chunks_fts (rowid, body, source) "
+            "SELECT n.seq, coalesce(b.body, n.text), n.source "
+            "FROM temp.new_chunks n LEFT JOIN temp.new_bodies b ON b.seq = n.seq"
+        )
+        # Empty again in the same transaction: a rollback leaves them empty as well.
+        conn.execute("DELETE FROM temp.new_chunks")
+        conn.execute("DELETE FROM temp.new_bodies")
 
     def _delete_seqs(self, seqs: Sequence[int]) -> None:
         if not seqs:
