@@ -24,11 +24,13 @@ chunk keeps its id when the file changes around it.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from json.encoder import encode_basestring_ascii as _json_string
+from typing import NamedTuple
 
 import blake3
 
@@ -38,6 +40,7 @@ __all__ = [
     "chunk_markdown",
     "chunk_time_for_session",
     "flush_marks",
+    "session_chunk_times",
 ]
 
 HEADING_SEPARATOR = " > "
@@ -71,8 +74,7 @@ class Chunk:
     """blake3 hex digest of :attr:`text`."""
 
 
-@dataclass(frozen=True, slots=True)
-class _Section:
+class _Section(NamedTuple):
     heading: str
     first: int  # 0-based index of the first line (the heading line, if any)
     stop: int  # 0-based, exclusive
@@ -176,6 +178,24 @@ def chunk_time_for_session(
     if inside:
         return min(inside, key=lambda mark: mark[0])[1]
     return file_date
+
+
+def session_chunk_times(
+    chunks: Sequence[Chunk], marks: Sequence[tuple[int, datetime]], file_date: datetime | None
+) -> list[datetime | None]:
+    """:func:`chunk_time_for_session` of every chunk, in one pass: ``marks`` as
+    :func:`flush_marks` returns them (one per line, in file order)."""
+    lines = [line for line, _ in marks]
+    out: list[datetime | None] = []
+    for chunk in chunks:
+        before = bisect_right(lines, chunk.start_line)
+        if before:
+            out.append(marks[before - 1][1])  # the latest mark on or before its first line
+        elif marks and lines[0] <= chunk.end_line:
+            out.append(marks[0][1])  # the first mark inside it
+        else:
+            out.append(file_date)
+    return out
 
 
 def _blank(line: str) -> bool:

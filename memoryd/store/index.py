@@ -45,7 +45,7 @@ MAX_REASON_CHARS = 300
 
 CURATED = ("global", "workspace")
 SYNC_BATCH = 64  # files read and chunked at a time when many are synced at once
-COMMIT_CHUNKS = 100_000  # chunks added or removed per transaction then
+COMMIT_CHUNKS = 5000  # chunks added or removed per transaction then (the WAL grows by ~3.5 KB each)
 STALE_VECTORS = "vectors_stale"  # meta key: chunks were deleted while sqlite-vec was missing
 
 
@@ -395,11 +395,16 @@ class Index:
         known: dict[str, str] = dict(self.conn.execute("SELECT path, hash FROM files"))
         max_chars, overlap = self.settings.max_chars, self.settings.overlap_chars
 
+        real_dirs: dict[Path, str] = {}  # for the helper thread only
+
         def prepare(part: Sequence[Path]) -> list[Prepared]:
             out = []
             for path in part:
                 rel = self.rel(path)
-                out.append(prepare_file(path, rel, real_root, known.get(rel), max_chars, overlap))
+                known_hash = known.get(rel)
+                out.append(
+                    prepare_file(path, rel, real_root, known_hash, max_chars, overlap, real_dirs)
+                )
             return out
 
         parts = [wanted[start : start + batch] for start in range(0, len(wanted), batch)]

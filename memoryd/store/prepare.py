@@ -22,8 +22,8 @@ from memoryd.core.chunking import (
     Chunk,
     chunk_ids,
     chunk_markdown,
-    chunk_time_for_session,
     flush_marks,
+    session_chunk_times,
 )
 from memoryd.core.keywords import fts_text
 from memoryd.core.workspace import session_date_from_name, source_of
@@ -67,9 +67,19 @@ class Prepared:
         )
 
 
-def inside(real_root: str, path: Path) -> bool:
-    """True when ``path``, every symlink resolved, stays inside ``real_root`` (resolved)."""
-    real = os.path.realpath(path)
+def inside(real_root: str, path: Path, real_dirs: dict[Path, str] | None = None) -> bool:
+    """True when ``path``, every symlink resolved, stays inside ``real_root`` (resolved).
+
+    ``real_dirs`` caches the resolved directories of many paths checked in a row (a path
+    that is not a symlink itself resolves to its resolved directory joined with its name).
+    """
+    if real_dirs is None or os.path.islink(path):
+        real = os.path.realpath(path)
+    else:
+        parent = real_dirs.get(path.parent)
+        if parent is None:
+            parent = real_dirs[path.parent] = os.path.realpath(path.parent)
+        real = os.path.join(parent, path.name)
     return real == real_root or real.startswith(real_root + os.sep)
 
 
@@ -80,11 +90,13 @@ def prepare_file(
     known_hash: str | None,
     max_chars: int,
     overlap_chars: int,
+    real_dirs: dict[Path, str] | None = None,
 ) -> Prepared:
     """Read ``path`` (``rel`` to the memory root) and chunk it unless its hash is
-    ``known_hash``. Never raises :class:`OSError`: a failure is in :attr:`Prepared.error`."""
+    ``known_hash``. Never raises :class:`OSError`: a failure is in :attr:`Prepared.error`.
+    ``real_dirs``: see :func:`inside`."""
     try:
-        if not inside(real_root, path):
+        if not inside(real_root, path, real_dirs):
             # A symlink out of the memory root is never read: what it points to is not
             # memory, and search must not show what memory.get refuses.
             log.warning("index.symlink_outside_root", path=str(path))
@@ -108,9 +120,14 @@ def chunk_times(rel: str, text: str, chunks: Sequence[Chunk], mtime: float) -> l
         return [mtime] * len(chunks)
     day = session_date_from_name(rel.rsplit("/", 1)[-1])
     file_date = datetime(day.year, day.month, day.day, tzinfo=UTC) if day else None
-    marks = flush_marks(text)
+    stamps: dict[datetime, float] = {}
     out: list[float | None] = []
-    for chunk in chunks:
-        when = chunk_time_for_session(chunk, marks, file_date)
-        out.append(when.timestamp() if when else mtime)
+    for when in session_chunk_times(chunks, flush_marks(text), file_date):
+        if when is None:
+            out.append(mtime)
+            continue
+        stamp = stamps.get(when)
+        if stamp is None:
+            stamp = stamps[when] = when.timestamp()
+        out.append(stamp)
     return out

@@ -2,7 +2,8 @@
 
 The reference functions below are the earlier, line-by-line versions of the chunker's
 section scan, chunk ids, flush marks and :func:`fts_text` (kept here as oracles): the
-index's ids and FTS bodies must not change when memoryd is upgraded.
+index's ids and FTS bodies must not change when memoryd is upgraded. The chunk times of a
+whole session log, found in one pass, are those of each chunk on its own.
 """
 
 from __future__ import annotations
@@ -18,7 +19,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memoryd.core import chunking
-from memoryd.core.chunking import Chunk, chunk_ids, chunk_markdown, flush_marks
+from memoryd.core.chunking import (
+    Chunk,
+    chunk_ids,
+    chunk_markdown,
+    chunk_time_for_session,
+    flush_marks,
+    session_chunk_times,
+)
 from memoryd.core.keywords import _CJK_RUN, _alnum_pieces, cjk_bigrams, fts_text
 from tests.core.test_chunking import markdownish
 
@@ -157,3 +165,13 @@ def test_flush_marks_are_those_of_the_line_by_line_scan(text: str) -> None:
 )
 def test_fts_text_is_that_of_the_straightforward_version(text: str) -> None:
     assert fts_text(text) == reference_fts_text(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(with_marks, st.sampled_from([None, datetime(2025, 5, 6, tzinfo=UTC)]))
+def test_session_chunk_times_are_those_of_each_chunk(text: str, file_date: datetime | None) -> None:
+    chunks = chunk_markdown(text, 120, 30)
+    marks = flush_marks(text)
+    assert session_chunk_times(chunks, marks, file_date) == [
+        chunk_time_for_session(chunk, marks, file_date) for chunk in chunks
+    ]

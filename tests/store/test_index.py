@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sqlite3 as std_sqlite3
 from pathlib import Path
 
@@ -354,4 +355,30 @@ def test_sync_many_rolls_back_the_open_transaction_when_the_disk_is_full(
 
     assert len(hits(index)) == 36 and hits(index) == hits(fresh)
     fresh.close()
+    index.close()
+
+
+def test_sync_many_never_reads_through_a_symlink_out_of_the_root(
+    ws: tuple[Path, Workspace], tmp_path: Path
+) -> None:
+    root, workspace = ws
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.md").write_text("## Secret\n\ntopsecret words\n")
+    paths = many_files(workspace, 3)
+    escape = workspace.sessions_dir / "2025-01-09-escape-00000001.md"
+    escape.symlink_to(outside / "secret.md")
+    inner = workspace.sessions_dir / "2025-01-09-inner-00000002.md"
+    inner.symlink_to(paths[0])  # a symlink that stays inside is fine
+    index = open_index(root, workspace)
+    report = index.sync_many([*paths, escape, inner], batch=2)
+    assert report.chunks_added == 4 * 2
+    assert index.fts('"topsecret"', 5, None) == []
+    # A whole sessions directory that points out of the root is not memory either.
+    (outside / "sessions").mkdir()
+    (outside / "sessions" / "2025-01-10-x-00000003.md").write_text("## S\n\nlinkeddir words\n")
+    shutil.rmtree(workspace.sessions_dir)
+    workspace.sessions_dir.symlink_to(outside / "sessions", target_is_directory=True)
+    index.sync_many([*index.disk_files(), workspace.sessions_dir / "2025-01-10-x-00000003.md"])
+    assert index.fts('"linkeddir"', 5, None) == []
     index.close()
