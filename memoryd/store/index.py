@@ -45,7 +45,8 @@ MAX_REASON_CHARS = 300
 
 CURATED = ("global", "workspace")
 SYNC_BATCH = 64  # files read and chunked at a time when many are synced at once
-COMMIT_CHUNKS = 5000  # chunks added or removed per transaction then (the WAL grows by ~3.5 KB each)
+COMMIT_CHUNKS = 25_000  # chunks added or removed per transaction then (~3.5 KB of WAL each)
+WAL_LIMIT_BYTES = 16 << 20  # the WAL file is cut back to this after a checkpoint
 STALE_VECTORS = "vectors_stale"  # meta key: chunks were deleted while sqlite-vec was missing
 
 
@@ -252,6 +253,9 @@ class Index:
             if problem is not None:
                 raise IndexCorrupt(f"index failed quick_check: {problem}")
             migrations.migrate(conn)
+            # A big sync's transaction grows the WAL far past its usual few MB; without a
+            # limit the file would keep that size on disk after the checkpoint.
+            conn.execute(f"PRAGMA journal_size_limit = {int(WAL_LIMIT_BYTES)}")
         except BaseException:
             conn.close()
             raise

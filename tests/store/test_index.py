@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from memoryd.providers.embeddings import HashProvider
+from memoryd.store import index as index_module
 from memoryd.store import migrations
 from memoryd.store.connection import DatabaseError, connect
 from memoryd.store.index import Index
@@ -381,4 +382,21 @@ def test_sync_many_never_reads_through_a_symlink_out_of_the_root(
     workspace.sessions_dir.symlink_to(outside / "sessions", target_is_directory=True)
     index.sync_many([*index.disk_files(), workspace.sessions_dir / "2025-01-10-x-00000003.md"])
     assert index.fts('"linkeddir"', 5, None) == []
+    index.close()
+
+
+def test_the_wal_is_cut_back_after_a_big_sync(
+    ws: tuple[Path, Workspace], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, workspace = ws
+    monkeypatch.setattr(index_module, "WAL_LIMIT_BYTES", 64 * 1024)
+    paths = many_files(workspace, 60)
+    index = open_index(root, workspace)
+    index.sync_many(index.disk_files())
+    wal = Path(f"{workspace.index_path}-wal")
+    assert wal.stat().st_size > 64 * 1024  # one big transaction
+    index.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+    paths[0].write_text("## Edited\n\nedit\n")
+    index.sync_paths(paths[:1])  # the next write starts the WAL over, and cuts it
+    assert wal.stat().st_size <= 64 * 1024
     index.close()
