@@ -253,6 +253,9 @@ class Index:
             if problem is not None:
                 raise IndexCorrupt(f"index failed quick_check: {problem}")
             migrations.migrate(conn)
+            # An FTS table this SQLite cannot use (made by a newer one: contentless_delete
+            # needs 3.43) fails here, and the index is rebuilt, rather than at every search.
+            conn.execute("SELECT rowid FROM chunks_fts WHERE 0").fetchall()
             # A big sync's transaction grows the WAL far past its usual few MB; without a
             # limit the file would keep that size on disk after the checkpoint.
             conn.execute(f"PRAGMA journal_size_limit = {int(WAL_LIMIT_BYTES)}")
