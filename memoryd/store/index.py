@@ -44,7 +44,13 @@ FileId = tuple[tuple[int, int, int, int] | None, ...]
 MAX_REASON_CHARS = 300
 
 CURATED = ("global", "workspace")
-SYNC_BATCH = 64  # files read and chunked at a time when many are synced at once
+# Files read, chunked and written at a time when many are synced at once: a small first
+# batch (prepared while nothing else runs), then about SYNC_BATCHES batches of at most
+# SYNC_BATCH files — enough of them to overlap reading with writing, yet big ones at scale
+# (each batch's new rows go to FTS5 in one statement, which ends in a segment of its own).
+SYNC_FIRST_BATCH = 32
+SYNC_BATCHES = 12
+SYNC_BATCH = 1024
 COMMIT_CHUNKS = 25_000  # chunks added or removed per transaction then (~3.5 KB of WAL each)
 WAL_LIMIT_BYTES = 16 << 20  # the WAL file is cut back to this after a checkpoint
 STALE_VECTORS = "vectors_stale"  # meta key: chunks were deleted while sqlite-vec was missing
@@ -386,8 +392,9 @@ class Index:
     ) -> SyncReport:
         """:meth:`sync_paths` for many files at once (a reindex, a cold start).
 
-        Files are read and chunked ``batch`` at a time — the next batch in a helper thread
-        while this thread writes the current one (no connection is shared) — and written
+        Files are read and chunked in batches of up to ``batch`` (see ``SYNC_BATCHES``) —
+        the next batch in a helper thread while this thread writes the current one (no
+        connection is shared) — and written
         without a savepoint per file (FTS5 flushes its pending terms at every savepoint),
         in transactions of about ``commit_chunks`` new chunks (every commit costs FTS5 a
         segment and the WAL a copy of the pages it touched). A database error rolls back the
@@ -414,7 +421,8 @@ class Index:
                 )
             return out
 
-        parts = [wanted[start : start + batch] for start in range(0, len(wanted), batch)]
+        size = min(batch, max(SYNC_FIRST_BATCH, -(-len(wanted) // SYNC_BATCHES)))
+        parts = _batches(wanted, min(SYNC_FIRST_BATCH, size), size)
         self._create_staging()
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memoryd-prepare")
         conn = self.conn
@@ -972,6 +980,14 @@ class Index:
             "rebuilt_at": self.rebuilt_at,
             "rebuilds": self.rebuilds,
         }
+
+
+def _batches(items: Sequence[T], first: int, size: int) -> list[Sequence[T]]:
+    """``items`` cut into a batch of ``first`` items, then batches of ``size``."""
+    first, size = max(1, first), max(1, size)
+    out: list[Sequence[T]] = [items[:first]] if items else []
+    out.extend(items[start : start + size] for start in range(first, len(items), size))
+    return out
 
 
 def _rollback(conn: Connection) -> None:
