@@ -1,4 +1,5 @@
-"""``python -m bench [--quick] [--soak SECONDS] [--profile] [--markdown]``: run the suite.
+"""``python -m bench [--quick] [--only GROUPS] [--soak SECONDS] [--profile] [--markdown]``:
+run the suite (``--only cold`` for cold indexing alone).
 
 Prints the table (memoryd figure, raw figure, ratio, target, pass/fail) and writes the JSON
 results to ``bench/results/<timestamp>.json``. Exits 0 when every target passed, 1 when one
@@ -21,7 +22,7 @@ from typing import Any
 
 from bench import report
 from bench.raw import numpy_available
-from bench.suite import FULL, QUICK, Suite
+from bench.suite import FULL, ONLY_CHOICES, QUICK, Suite
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -84,8 +85,20 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--profile", action="store_true", help="py-spy the daemon (if installed)")
     parser.add_argument("--markdown", action="store_true", help="also print a markdown table")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directories")
+    parser.add_argument(
+        "--only",
+        metavar="GROUPS",
+        help=f"only these scenario groups, comma-separated: {','.join(ONLY_CHOICES)} "
+        "(cold indexing runs too when a later group needs its indexes)",
+    )
     parser.add_argument("--results", type=Path, default=RESULTS, help="where the JSON goes")
     args = parser.parse_args(argv)
+    only = None
+    if args.only:
+        only = frozenset(g.strip() for g in args.only.split(",") if g.strip())
+        unknown = sorted(only - set(ONLY_CHOICES))
+        if unknown:
+            parser.error(f"--only: unknown group(s) {', '.join(unknown)}")
 
     plan = QUICK if args.quick else FULL
     workdir = Path(tempfile.mkdtemp(prefix="memoryd-bench-"))
@@ -96,7 +109,7 @@ def main(argv: list[str]) -> int:
         print(f"[{time.perf_counter() - started:6.1f}s] {message}", flush=True)
 
     profile = args.results / f"{stamp:%Y%m%dT%H%M%SZ}-daemon-profile.txt" if args.profile else None
-    suite = Suite(plan, workdir, profile=profile, log=log)
+    suite = Suite(plan, workdir, profile=profile, log=log, only=only)
     info = machine()
     log(
         f"memoryd bench ({'soak' if args.soak else plan.name}) on {info['cpus']} × "
@@ -108,8 +121,10 @@ def main(argv: list[str]) -> int:
             suite.memory(args.soak, variants=False)
         else:
             suite.run()
-            suite.memory(plan.soak_secs, variants=plan.rss_variants)
-            suite.part("local provider", suite.local_provider)
+            if suite.wants("memory"):
+                suite.memory(plan.soak_secs, variants=plan.rss_variants)
+            if suite.wants("local"):
+                suite.part("local provider", suite.local_provider)
     finally:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)

@@ -4,8 +4,8 @@ Each memoryd figure is put next to one of these, measured in the same run on the
 
 - :class:`RawFts` — a bare FTS5 table (``porter unicode61``, same driver and pragmas as
   memoryd) filled by one bulk insert with exactly the texts memoryd gave its own FTS table
-  (read back from ``chunks_fts``), queried with the same ``build_match_query`` expression:
-  top-k rowids by ``bm25`` plus the k texts;
+  (``fts_text`` of each chunk's text: memoryd's ``chunks_fts`` keeps no copy), queried
+  with the same ``build_match_query`` expression: top-k rowids by ``bm25`` plus the k texts;
 - :class:`RawVectors` — the same vectors (read back from memoryd's ``chunks_vec``) in a numpy
   matrix, exact top-k by dot product (needs numpy: optional, for the bench only);
 - :func:`raw_hybrid` — FTS top-k + exact vector top-k + :func:`memoryd.core.ranking.rank`
@@ -64,8 +64,10 @@ class RawFts:
         """The (rowid, FTS body) pairs and the rowids of each path, from memoryd's index."""
         conn, _ = connect(db)
         try:
+            # chunks_fts is contentless (schema v4): its bodies are fts_text of the chunk texts
             bodies = [
-                (int(r), str(b)) for r, b in conn.execute("SELECT rowid, body FROM chunks_fts")
+                (int(seq), fts_text(str(text)))
+                for seq, text in conn.execute("SELECT seq, text FROM chunks ORDER BY seq")
             ]
             by_path: dict[str, list[int]] = {}
             for path, seq in conn.execute("SELECT path, seq FROM chunks"):

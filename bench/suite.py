@@ -93,6 +93,11 @@ FULL = Plan(
 )
 
 
+ONLY_CHOICES = ("cold", "fts", "resync", "tts", "clients", "hybrid", "memory", "local")
+"""Scenario groups ``--only`` can pick (corpora are always written; ``fts``, ``resync``,
+``tts``, ``clients`` and ``hybrid`` need ``cold``, which is then run too)."""
+
+
 def label(size: int) -> str:
     return f"{size // 1000}k"
 
@@ -101,9 +106,16 @@ class Suite:
     """One run: collects rows, timings and notes while the parts run."""
 
     def __init__(
-        self, plan: Plan, workdir: Path, *, profile: Path | None, log: Callable[[str], None]
+        self,
+        plan: Plan,
+        workdir: Path,
+        *,
+        profile: Path | None,
+        log: Callable[[str], None],
+        only: frozenset[str] | None = None,
     ) -> None:
         self.plan = plan
+        self.only = only
         self.workdir = workdir
         self.profile = profile
         self.log = log
@@ -126,9 +138,19 @@ class Suite:
         self.timings[name] = round(time.perf_counter() - started, 1)
         self.log(f"  {name}: {self.timings[name]:.1f} s")
 
+    def wants(self, group: str) -> bool:
+        """Whether this run includes the scenario group ``group`` (see ONLY_CHOICES)."""
+        if self.only is None:
+            return True
+        if group == "cold":
+            return bool(self.only & {"cold", "fts", "resync", "tts", "clients", "hybrid"})
+        return group in self.only
+
     # ------------------------------------------------------------------ the main run
 
     def run(self) -> None:
+        if not self.wants("cold"):
+            return
         home = BenchHome(self.workdir / "a")
         sizes = self.plan.sizes
         ws: dict[int, tuple[Path, Path]] = {}
@@ -184,53 +206,63 @@ class Suite:
                         f"FTS-only {label(size)}", figures, "FTS5 top-k + texts", target
                     )
 
-            self.part("FTS-only search", fts_search)
-            self.part(
-                "re-sync",
-                lambda: self.rows.extend(
-                    scenarios.resync_one_file(
-                        daemon,
-                        ws[big][0],
-                        ws[big][1],
-                        sessions[big],
-                        raw[big],
-                        trials=self.plan.resync_trials,
-                        label=label(big),
-                    )
+            if self.wants("fts"):
+                self.part("FTS-only search", fts_search)
+            later: list[tuple[str, str, Callable[[], object]]] = [
+                (
+                    "resync",
+                    "re-sync",
+                    lambda: self.rows.extend(
+                        scenarios.resync_one_file(
+                            daemon,
+                            ws[big][0],
+                            ws[big][1],
+                            sessions[big],
+                            raw[big],
+                            trials=self.plan.resync_trials,
+                            label=label(big),
+                        )
+                    ),
                 ),
-            )
-            self.part(
-                "time-to-searchable",
-                lambda: self.rows.extend(
-                    scenarios.time_to_searchable(
-                        daemon,
-                        ws[small][0],
-                        ws[small][1],
-                        sessions[small],
-                        raw[small],
-                        self.workdir,
-                        trials=self.plan.tts_trials,
-                        label=label(small),
-                    )
+                (
+                    "tts",
+                    "time-to-searchable",
+                    lambda: self.rows.extend(
+                        scenarios.time_to_searchable(
+                            daemon,
+                            ws[small][0],
+                            ws[small][1],
+                            sessions[small],
+                            raw[small],
+                            self.workdir,
+                            trials=self.plan.tts_trials,
+                            label=label(small),
+                        )
+                    ),
                 ),
-            )
-            self.part(
-                "concurrent clients",
-                lambda: self.rows.extend(
-                    load.concurrent_clients(
-                        daemon,
-                        ws[small][0],
-                        ws[small][1],
-                        self.queries,
-                        raw[small],
-                        clients=self.plan.clients,
-                        seconds=self.plan.concurrency_secs,
-                        label=label(small),
-                    )
+                (
+                    "clients",
+                    "concurrent clients",
+                    lambda: self.rows.extend(
+                        load.concurrent_clients(
+                            daemon,
+                            ws[small][0],
+                            ws[small][1],
+                            self.queries,
+                            raw[small],
+                            clients=self.plan.clients,
+                            seconds=self.plan.concurrency_secs,
+                            label=label(small),
+                        )
+                    ),
                 ),
-            )
-        self.hybrid(home, ws, raw)
-        self.part("indexing steps", lambda: self.indexing_steps(ws[big][1], big), optional=True)
+            ]
+            for group, name, fn in later:
+                if self.wants(group):
+                    self.part(name, fn)
+        if self.wants("hybrid"):
+            self.hybrid(home, ws, raw)
+            self.part("indexing steps", lambda: self.indexing_steps(ws[big][1], big), optional=True)
         for r in raw.values():
             r.close()
 

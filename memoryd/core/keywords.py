@@ -94,22 +94,35 @@ def fts_text(text: str) -> str:
     """
     if text.isascii():
         return text  # the common case: nothing to rewrite
+    return _CJK_RUN.sub(_bigrammed, text)
+
+
+def _bigrammed(match: re.Match[str]) -> str:
+    """What :func:`fts_text` puts in place of one CJK run."""
+    text, run = match.string, match.group()
+    start = match.start()
+    if run.isalnum():  # the common case, spelled out
+        end = match.end()
+        body = " ".join([run[i : i + 2] for i in range(len(run) - 1)]) if len(run) > 1 else run
+        if start > 0 and not text[start - 1].isspace():
+            body = " " + body
+        if end < len(text) and not text[end].isspace():
+            body += " "
+        return body
     out: list[str] = []
-    done = 0
-    for match in _CJK_RUN.finditer(text):
-        start = match.start()
-        for offset, piece in _alnum_pieces(match.group()):
-            if not piece.isalnum():
-                continue  # CJK punctuation inside the range stays as it is
-            run_start, run_end = start + offset, start + offset + len(piece)
-            out.append(text[done:run_start])
-            if run_start > 0 and not text[run_start - 1].isspace():
-                out.append(" ")
-            out.append(" ".join(cjk_bigrams(piece)))
-            if run_end < len(text) and not text[run_end].isspace():
-                out.append(" ")
-            done = run_end
-    out.append(text[done:])
+    done = 0  # in run
+    for offset, piece in _alnum_pieces(run):
+        if not piece.isalnum():
+            continue  # CJK punctuation inside the range stays as it is
+        run_start, run_end = start + offset, start + offset + len(piece)
+        out.append(run[done:offset])
+        if run_start > 0 and not text[run_start - 1].isspace():
+            out.append(" ")
+        out.append(" ".join(cjk_bigrams(piece)))
+        if run_end < len(text) and not text[run_end].isspace():
+            out.append(" ")
+        done = offset + len(piece)
+    out.append(run[done:])
     return "".join(out)
 
 

@@ -20,29 +20,22 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
 import blake3
 import structlog
 
-from memoryd.core.chunking import (
-    Chunk,
-    chunk_ids,
-    chunk_markdown,
-    chunk_time_for_session,
-    flush_marks,
-)
-from memoryd.core.keywords import fts_text
 from memoryd.core.ranking import Candidate
-from memoryd.core.workspace import session_date_from_name, source_of
+from memoryd.core.workspace import source_of
 from memoryd.errors import IndexCorrupt, StorageError
 from memoryd.store import migrations
 from memoryd.store.connection import Capabilities, Connection, DatabaseError, connect, quick_check
 from memoryd.store.mirror import VectorMirror
+from memoryd.store.prepare import Prepared, inside, prepare_file
 from memoryd.store.vectors import vector_blob
 
 log = structlog.get_logger(__name__)
@@ -52,7 +45,15 @@ FileId = tuple[tuple[int, int, int, int] | None, ...]
 MAX_REASON_CHARS = 300
 
 CURATED = ("global", "workspace")
-SYNC_BATCH = 64  # files per transaction when many are synced at once
+# Files read, chunked and written at a time when many are synced at once: a small first
+# batch (prepared while nothing else runs), then about SYNC_BATCHES batches of at most
+# SYNC_BATCH files — enough of them to overlap reading with writing, yet big ones at scale
+# (each batch's new rows go to FTS5 in one statement, which ends in a segment of its own).
+SYNC_FIRST_BATCH = 32
+SYNC_BATCHES = 12
+SYNC_BATCH = 1024
+COMMIT_CHUNKS = 25_000  # chunks added or removed per transaction then (~3.5 KB of WAL each)
+WAL_LIMIT_BYTES = 16 << 20  # the WAL file is cut back to this after a checkpoint
 STALE_VECTORS = "vectors_stale"  # meta key: chunks were deleted while sqlite-vec was missing
 
 
@@ -119,6 +120,7 @@ class Index:
         self.rebuilt_at: float | None = None
         self.rebuilds = 0
         self._conn: Connection | None = None
+        self._staging: Connection | None = None  # the connection that has the temp tables
         self._file_id: FileId | None = None
         self.caps: Capabilities | None = None
         self.vec_dims: int | None = None
@@ -247,7 +249,7 @@ class Index:
         if model is not None and dims is not None:
             self.set_embedding_identity(model, dims)
         self._rebuilt(reason)
-        self.sync_paths(self.disk_files())
+        self.sync_many(self.disk_files())
         self._file_id = self._stat_id()
         log.info("index.rebuilt", path=str(self.db_path), chunks=self.count_chunks())
 
@@ -261,6 +263,12 @@ class Index:
             if problem is not None:
                 raise IndexCorrupt(f"index failed quick_check: {problem}")
             migrations.migrate(conn)
+            # An FTS table this SQLite cannot use (made by a newer one: contentless_delete
+            # needs 3.43) fails here, and the index is rebuilt, rather than at every search.
+            conn.execute("SELECT rowid FROM chunks_fts WHERE 0").fetchall()
+            # A big sync's transaction grows the WAL far past its usual few MB; without a
+            # limit the file would keep that size on disk after the checkpoint.
+            conn.execute(f"PRAGMA journal_size_limit = {int(WAL_LIMIT_BYTES)}")
         except BaseException:
             conn.close()
             raise
@@ -315,9 +323,7 @@ class Index:
 
     def inside_root(self, path: Path) -> bool:
         """True when ``path``, with every symlink resolved, stays inside the memory root."""
-        real_root = os.path.realpath(self.root)
-        real = os.path.realpath(path)
-        return real == real_root or real.startswith(real_root + os.sep)
+        return inside(os.path.realpath(self.root), path)
 
     def belongs(self, path: Path) -> bool:
         """True when ``path`` is a memory file of this index (global or this workspace)."""
@@ -341,11 +347,12 @@ class Index:
         in ``failed`` and the others still sync; damage (:meth:`damage`) always raises.
         """
         report = SyncReport()
+        real_root = os.path.realpath(self.root)
         for path in paths:
             if not self.belongs(path):
                 continue
             try:
-                report.add(self._sync_one(path))
+                report.add(self._sync_one(path, real_root))
             except OSError as exc:
                 report.errors.append(f"{path}: {exc}")
                 log.warning("index.sync_failed", path=str(path), error=str(exc))
@@ -383,75 +390,173 @@ class Index:
             _rollback(conn)
             raise
 
-    def sync_many(self, paths: Sequence[Path], *, batch: int = SYNC_BATCH) -> SyncReport:
-        """:meth:`sync_paths` for many files at once (a reindex, a cold start): ``batch``
-        files per transaction, since one commit per file costs more than the file itself."""
+    def sync_many(
+        self,
+        paths: Sequence[Path],
+        *,
+        batch: int = SYNC_BATCH,
+        commit_chunks: int = COMMIT_CHUNKS,
+    ) -> SyncReport:
+        """:meth:`sync_paths` for many files at once (a reindex, a cold start).
+
+        Files are read and chunked in batches of up to ``batch`` (see ``SYNC_BATCHES``) —
+        the next batch in a helper thread while this thread writes the current one (no
+        connection is shared) — and written
+        without a savepoint per file (FTS5 flushes its pending terms at every savepoint),
+        in transactions of about ``commit_chunks`` new chunks (every commit costs FTS5 a
+        segment and the WAL a copy of the pages it touched). A database error rolls back the
+        open transaction and raises (what was committed stays); the caller can then go file
+        by file (``sync_paths(tolerant=True)``).
+        """
         report = SyncReport()
+        wanted = [path for path in dict.fromkeys(paths) if self.belongs(path)]
+        if not wanted:
+            return report
+        real_root = os.path.realpath(self.root)
+        known: dict[str, str] = dict(self.conn.execute("SELECT path, hash FROM files"))
+        max_chars, overlap = self.settings.max_chars, self.settings.overlap_chars
+
+        real_dirs: dict[Path, str] = {}  # for the helper thread only
+
+        def prepare(part: Sequence[Path]) -> list[Prepared]:
+            out = []
+            for path in part:
+                rel = self.rel(path)
+                known_hash = known.get(rel)
+                out.append(
+                    prepare_file(path, rel, real_root, known_hash, max_chars, overlap, real_dirs)
+                )
+            return out
+
+        size = min(batch, max(SYNC_FIRST_BATCH, -(-len(wanted) // SYNC_BATCHES)))
+        parts = _batches(wanted, min(SYNC_FIRST_BATCH, size), size)
+        self._create_staging()
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memoryd-prepare")
         conn = self.conn
-        for start in range(0, len(paths), batch):
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                report.add(self.sync_paths(paths[start : start + batch]))
-                conn.execute("COMMIT")
-            except BaseException:
-                self._mirror_invalidate()
-                _rollback(conn)
-                raise
+        done = SyncReport()  # in the open transaction
+        unreadable: list[Prepared] = []
+        try:
+            ahead = pool.submit(prepare, parts[0])
+            for number in range(len(parts)):
+                items = ahead.result()
+                if not conn.in_transaction:
+                    conn.execute("BEGIN IMMEDIATE")
+                unreadable.extend(item for item in items if item.error is not None)
+                staged = self._stage([item for item in items if item.error is None], done)
+                last = number + 1 == len(parts)
+                if not last:
+                    # From here this thread runs a few long statements, without the GIL.
+                    ahead = pool.submit(prepare, parts[number + 1])
+                if staged:
+                    self._insert_staged()
+                if last or done.chunks_added + done.chunks_removed >= commit_chunks:
+                    conn.execute("COMMIT")
+                    report.add(done)
+                    done = SyncReport()
+        except BaseException:
+            self._mirror_invalidate()  # deleted vectors may have left it already
+            _rollback(conn)
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+        for item in unreadable:
+            report.errors.append(f"{item.path}: {item.error}")
+            log.warning("index.sync_failed", path=str(item.path), error=str(item.error))
         return report
 
-    def _sync_one(self, path: Path) -> SyncReport:
+    def _sync_one(self, path: Path, real_root: str) -> SyncReport:
         rel = self.rel(path)
-        report = SyncReport(synced=1)
-        try:
-            if not self.inside_root(path):
-                # A symlink out of the memory root is never read: what it points to is not
-                # memory, and search must not show what memory.get refuses.
-                log.warning("index.symlink_outside_root", path=str(path))
-                raise FileNotFoundError(path)
-            st = path.stat()
-            data = path.read_bytes()
-        except FileNotFoundError:
-            removed = self._delete_path(rel)
-            report.removed, report.chunks_removed = int(removed >= 0), max(removed, 0)
-            return report
-        digest = blake3.blake3(data).hexdigest()
-        conn = self.conn
-        row = conn.execute("SELECT hash FROM files WHERE path = ?", (rel,)).fetchone()
-        now = self.clock()
-        if row is not None and row[0] == digest:
-            conn.execute(
-                "UPDATE files SET mtime = ?, size = ? WHERE path = ?",
-                (st.st_mtime, st.st_size, rel),
-            )
-            return report
-        text = data.decode("utf-8", errors="replace")
-        chunks = chunk_markdown(text, self.settings.max_chars, self.settings.overlap_chars)
-        ids = chunk_ids(rel, chunks)
-        times = self._chunk_times(rel, text, chunks, st.st_mtime)
-        source = source_of(rel)
-        assert source is not None
+        row = self.conn.execute("SELECT hash FROM files WHERE path = ?", (rel,)).fetchone()
+        item = prepare_file(
+            path,
+            rel,
+            real_root,
+            None if row is None else row[0],
+            self.settings.max_chars,
+            self.settings.overlap_chars,
+        )
+        if item.error is not None:
+            raise item.error
+        report = SyncReport()
         with self._transaction():
+            self._write([item], report)
+        return report
+
+    def _create_staging(self) -> None:
+        """The connection's temp tables for new chunks (see :meth:`_stage`), once."""
+        conn = self.conn
+        if self._staging is conn:
+            return
+        conn.execute(
+            "CREATE TEMP TABLE IF NOT EXISTS new_chunks (seq INTEGER PRIMARY KEY, id TEXT, "
+            "path TEXT, start_line INTEGER, end_line INTEGER, heading TEXT, text TEXT, "
+            "hash TEXT, source TEXT, chunk_time REAL, created_at REAL, updated_at REAL)"
+        )
+        conn.execute(
+            "CREATE TEMP TABLE IF NOT EXISTS new_bodies (seq INTEGER PRIMARY KEY, body TEXT)"
+        )
+        self._staging = conn
+
+    def _write(self, items: Sequence[Prepared], report: SyncReport) -> None:
+        """Write these prepared files (distinct paths) inside the open transaction."""
+        self._create_staging()
+        if self._stage(items, report):
+            self._insert_staged()
+
+    def _stage(self, items: Sequence[Prepared], report: SyncReport) -> bool:
+        """Everything of writing these files (distinct paths, in the open transaction) but
+        the new chunks, which go to the temp tables ``new_chunks`` (and ``new_bodies``: an
+        FTS body that differs from the text) with their seqs assigned here, for
+        :meth:`_insert_staged`. True when it staged some."""
+        conn = self.conn
+        now = self.clock()
+        added: list[tuple[object, ...]] = []
+        bodies: list[tuple[int, str]] = []
+        moved: list[tuple[object, ...]] = []
+        files: list[tuple[str, float, int, str, float]] = []
+        next_seq: int | None = None
+        changed = False
+        for item in items:
+            report.synced += 1
+            rel = item.rel
+            if item.missing:
+                removed = self._drop_path(rel)
+                if removed >= 0:
+                    report.removed += 1
+                    report.chunks_removed += removed
+                    changed = True
+                continue
+            row = conn.execute("SELECT hash FROM files WHERE path = ?", (rel,)).fetchone()
+            if row is not None and row[0] == item.digest:
+                conn.execute(
+                    "UPDATE files SET mtime = ?, size = ? WHERE path = ?",
+                    (item.mtime, item.size, rel),
+                )
+                continue
+            item = item.chunked(self.settings.max_chars, self.settings.overlap_chars)
+            assert item.chunks is not None
+            source = source_of(rel)
+            assert source is not None
             existing = {
                 cid: seq
                 for seq, cid in conn.execute("SELECT seq, id FROM chunks WHERE path = ?", (rel,))
             }
-            wanted = dict(zip(ids, zip(chunks, times, strict=True), strict=True))
-            gone = [seq for cid, seq in existing.items() if cid not in wanted]
+            keep = set(item.ids)
+            gone = [seq for cid, seq in existing.items() if cid not in keep]
             self._delete_seqs(gone)
-            for cid, (chunk, ctime) in wanted.items():
+            for cid, chunk, ctime, body in zip(
+                item.ids, item.chunks, item.times, item.bodies, strict=True
+            ):
                 seq = existing.get(cid)
                 if seq is not None:
-                    conn.execute(
-                        "UPDATE chunks SET start_line = ?, end_line = ?, heading = ?, "
-                        "chunk_time = CASE WHEN source = 'session' THEN ? ELSE chunk_time END "
-                        "WHERE seq = ?",
-                        (chunk.start_line, chunk.end_line, chunk.heading, ctime, seq),
-                    )
+                    moved.append((chunk.start_line, chunk.end_line, chunk.heading, ctime, seq))
                     continue
-                cur = conn.execute(
-                    "INSERT INTO chunks (id, path, start_line, end_line, heading, text, hash, "
-                    "source, chunk_time, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                if next_seq is None:
+                    top = conn.execute("SELECT max(seq) FROM chunks").fetchone()[0]
+                    next_seq = 1 if top is None else int(top) + 1
+                added.append(
                     (
+                        next_seq,
                         cid,
                         rel,
                         chunk.start_line,
@@ -463,44 +568,63 @@ class Index:
                         ctime,
                         now,
                         now,
-                    ),
+                    )
                 )
-                conn.execute(
-                    "INSERT INTO chunks_fts (rowid, body, source) VALUES (?, ?, ?)",
-                    (cur.lastrowid, fts_text(chunk.text), source),
-                )
+                if body is not chunk.text and body != chunk.text:
+                    bodies.append((next_seq, body))
+                next_seq += 1
                 report.chunks_added += 1
-            conn.execute(
+            files.append((rel, item.mtime, item.size, item.digest, now))
+            report.changed += 1
+            report.chunks_removed += len(gone)
+            changed = True
+        if moved:
+            conn.executemany(
+                "UPDATE chunks SET start_line = ?, end_line = ?, heading = ?, "
+                "chunk_time = CASE WHEN source = 'session' THEN ? ELSE chunk_time END "
+                "WHERE seq = ?",
+                moved,
+            )
+        if files:
+            conn.executemany(
                 "INSERT INTO files (path, mtime, size, hash, indexed_at) VALUES (?,?,?,?,?) "
                 "ON CONFLICT(path) DO UPDATE SET mtime = excluded.mtime, size = excluded.size, "
                 "hash = excluded.hash, indexed_at = excluded.indexed_at",
-                (rel, st.st_mtime, st.st_size, digest, now),
+                files,
             )
+        if changed:
             self._bump_generation()
-        report.changed = 1
-        report.chunks_removed = len(gone)
-        return report
+        if added:
+            conn.executemany("INSERT INTO temp.new_chunks VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", added)
+        if bodies:
+            conn.executemany("INSERT INTO temp.new_bodies VALUES (?,?)", bodies)
+        return bool(added)
 
-    def _chunk_times(
-        self, rel: str, text: str, chunks: Sequence[Chunk], mtime: float
-    ) -> list[float | None]:
-        if source_of(rel) != "session":
-            return [mtime] * len(chunks)
-        day = session_date_from_name(rel.rsplit("/", 1)[-1])
-        file_date = datetime(day.year, day.month, day.day, tzinfo=UTC) if day else None
-        marks = flush_marks(text)
-        out: list[float | None] = []
-        for chunk in chunks:
-            when = chunk_time_for_session(chunk, marks, file_date)
-            out.append(when.timestamp() if when else mtime)
-        return out
+    def _insert_staged(self) -> None:
+        """Move the staged new chunks into ``chunks`` and ``chunks_fts`` (a statement each,
+        however many chunks) and empty the temp tables."""
+        conn = self.conn
+        conn.execute(
+            "INSERT INTO chunks (seq, id, path, start_line, end_line, heading, text, hash, "
+            "source, chunk_time, created_at, updated_at) SELECT * FROM temp.new_chunks"
+        )
+        conn.execute(
+            "INSERT INTO chunks_fts (rowid, body, source) "
+            "SELECT n.seq, coalesce(b.body, n.text), n.source "
+            "FROM temp.new_chunks n LEFT JOIN temp.new_bodies b ON b.seq = n.seq"
+        )
+        # Empty again in the same transaction: a rollback leaves them empty as well.
+        conn.execute("DELETE FROM temp.new_chunks")
+        conn.execute("DELETE FROM temp.new_bodies")
 
     def _delete_seqs(self, seqs: Sequence[int]) -> None:
+        if not seqs:
+            return
         conn = self.conn
-        for seq in seqs:
-            # rowid lookups: never a scan of the FTS or vec table.
-            conn.execute("DELETE FROM chunks_fts WHERE rowid = ?", (seq,))
-            conn.execute("DELETE FROM chunks WHERE seq = ?", (seq,))
+        rows = [(seq,) for seq in seqs]
+        # rowid lookups: never a scan of the FTS or vec table.
+        conn.executemany("DELETE FROM chunks_fts WHERE rowid = ?", rows)
+        conn.executemany("DELETE FROM chunks WHERE seq = ?", rows)
         self._delete_vectors(seqs)
 
     def _delete_vectors(self, seqs: Sequence[int]) -> None:
@@ -518,16 +642,14 @@ class Index:
         if self.mirror is not None:  # at once; a rollback drops the whole copy
             self.mirror.remove(seqs)
 
-    def _delete_path(self, rel: str) -> int:
-        """Drop a file's chunks; returns how many (or -1 when the file was not indexed)."""
+    def _drop_path(self, rel: str) -> int:
+        """Drop a file's chunks in the open transaction; returns how many (or -1 when the
+        file was not indexed)."""
         conn = self.conn
-        with self._transaction():
-            known = conn.execute("SELECT 1 FROM files WHERE path = ?", (rel,)).fetchone()
-            seqs = [r[0] for r in conn.execute("SELECT seq FROM chunks WHERE path = ?", (rel,))]
-            self._delete_seqs(seqs)
-            conn.execute("DELETE FROM files WHERE path = ?", (rel,))
-            if known or seqs:
-                self._bump_generation()
+        known = conn.execute("SELECT 1 FROM files WHERE path = ?", (rel,)).fetchone()
+        seqs = [r[0] for r in conn.execute("SELECT seq FROM chunks WHERE path = ?", (rel,))]
+        self._delete_seqs(seqs)
+        conn.execute("DELETE FROM files WHERE path = ?", (rel,))
         return len(seqs) if (known or seqs) else -1
 
     def _bump_generation(self) -> None:
@@ -901,6 +1023,14 @@ class Index:
             "rebuilt_at": self.rebuilt_at,
             "rebuilds": self.rebuilds,
         }
+
+
+def _batches(items: Sequence[T], first: int, size: int) -> list[Sequence[T]]:
+    """``items`` cut into a batch of ``first`` items, then batches of ``size``."""
+    first, size = max(1, first), max(1, size)
+    out: list[Sequence[T]] = [items[:first]] if items else []
+    out.extend(items[start : start + size] for start in range(first, len(items), size))
+    return out
 
 
 def _rollback(conn: Connection) -> None:

@@ -75,10 +75,34 @@ def _v3_fts_source_column(conn: Connection) -> None:
     )
 
 
+CONTENTLESS_DELETE = (3, 43, 0)  # the first SQLite whose FTS5 has contentless_delete
+
+
+def _v4_contentless_fts(conn: Connection) -> None:
+    # The FTS table keeps no copy of the chunk texts (chunks.text has them; memoryd only ever
+    # reads rowids and bm25 from it): a third less to write when indexing, a smaller file.
+    # contentless_delete keeps rows deletable by rowid. An older SQLite keeps the v3 table.
+    version = str(conn.execute("SELECT sqlite_version()").fetchone()[0])
+    if tuple(int(part) for part in version.split(".")[:3]) < CONTENTLESS_DELETE:
+        return
+    conn.execute("DROP TABLE chunks_fts")
+    conn.execute(
+        "CREATE VIRTUAL TABLE chunks_fts USING fts5(body, source, content = '', "
+        "contentless_delete = 1, tokenize = 'porter unicode61')"
+    )
+    conn.execute("INSERT INTO chunks_fts (chunks_fts, rank) VALUES ('rank', 'bm25(1.0, 0.0)')")
+    rows = conn.execute("SELECT seq, text, source FROM chunks").fetchall()
+    conn.executemany(
+        "INSERT INTO chunks_fts (rowid, body, source) VALUES (?, ?, ?)",
+        [(seq, fts_text(text), source) for seq, text, source in rows],
+    )
+
+
 MIGRATIONS: tuple[Callable[[Connection], None], ...] = (
     _v1_initial,
     _v2_vector_state,
     _v3_fts_source_column,
+    _v4_contentless_fts,
 )
 LATEST = len(MIGRATIONS)
 

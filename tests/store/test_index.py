@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import shutil
 import sqlite3 as std_sqlite3
 from pathlib import Path
 
 import pytest
 
 from memoryd.providers.embeddings import HashProvider
+from memoryd.store import index as index_module
 from memoryd.store import migrations
-from memoryd.store.connection import connect
+from memoryd.store.connection import DatabaseError, connect
 from memoryd.store.index import Index
 from memoryd.store.layout import Workspace, ensure_workspace_dirs, resolve_workspace
 
@@ -197,4 +199,230 @@ def test_other_workspaces_files_are_never_indexed(
     index.sync_paths([other.memory_file])
     assert index.stats()["chunks"] == 0
     assert other.memory_file not in index.disk_files()
+    index.close()
+
+
+def test_a_v3_index_gets_a_contentless_fts_table_that_still_finds_and_forgets(
+    ws: tuple[Path, Workspace],
+) -> None:
+    root, workspace = ws
+    # The fixture: an index of schema version 3 (an FTS table holding a copy of the
+    # bodies), with one plain and one CJK chunk in it.
+    conn, _ = connect(workspace.index_path)
+    conn.execute("BEGIN")
+    for migrate in migrations.MIGRATIONS[:3]:
+        migrate(conn)
+    conn.execute("PRAGMA user_version = 3")
+    for seq, text in ((1, "hello old world"), (2, "用SQLite存数据")):
+        conn.execute(
+            "INSERT INTO chunks (seq, id, path, start_line, end_line, heading, text, hash, "
+            "source, chunk_time, created_at, updated_at) "
+            "VALUES (?, ?, 'MEMORY.md', 1, 1, '', ?, 'h', 'global', 1, 1, 1)",
+            (seq, f"c{seq}", text),
+        )
+    conn.execute(
+        "INSERT INTO chunks_fts (rowid, body, source) VALUES (1, 'hello old world', 'global')"
+    )
+    conn.execute("COMMIT")
+    conn.close()
+
+    index = open_index(root, workspace)
+    assert migrations.schema_version(index.conn) == migrations.LATEST
+    sql = index.conn.execute("SELECT sql FROM sqlite_master WHERE name = 'chunks_fts'").fetchone()
+    version = tuple(int(p) for p in index.caps.sqlite_version.split(".")[:3])  # type: ignore[union-attr]
+    if version >= migrations.CONTENTLESS_DELETE:
+        assert "content = ''" in sql[0] and "contentless_delete = 1" in sql[0]
+    # Every chunk is in the rebuilt table (the CJK one bigrammed), ranked, sources kept.
+    assert [seq for seq, _ in index.fts('"old"', 5, ["global"])] == [1]
+    assert [seq for seq, _ in index.fts('"数据"', 5, None)] == [2]
+    assert index.fts('"old"', 5, ["session"]) == []
+    index.conn.execute("DELETE FROM chunks_fts WHERE rowid = 1")
+    assert index.fts('"old"', 5, None) == []
+    index.close()
+
+
+def many_files(workspace: Workspace, count: int) -> list[Path]:
+    paths = []
+    for n in range(count):
+        path = workspace.sessions_dir / f"2025-01-{n % 28 + 1:02d}-s-{n:08x}.md"
+        path.write_text(f"## Topic {n}\n\nword{n} shared text\n\n## More {n}\n\nother{n}\n")
+        paths.append(path)
+    return paths
+
+
+def index_contents(index: Index) -> tuple[object, ...]:
+    chunks = index.conn.execute(
+        "SELECT id, path, start_line, end_line, heading, text, hash, source, chunk_time "
+        "FROM chunks ORDER BY id"
+    ).fetchall()
+    files = index.conn.execute("SELECT path, mtime, size, hash FROM files ORDER BY path").fetchall()
+    return chunks, files
+
+
+def test_sync_many_indexes_like_file_by_file_sync(
+    ws: tuple[Path, Workspace], tmp_path: Path
+) -> None:
+    root, workspace = ws
+    paths = many_files(workspace, 30)
+    workspace.memory_file.write_text("# Facts\n\n用SQLite存数据\n")
+    other = Index(tmp_path / "other.sqlite", root=root, workspace_dir=workspace.dir)
+    other.open()
+    one_by_one = other.sync_paths(other.disk_files())
+    index = open_index(root, workspace)
+    batched = index.sync_many(index.disk_files(), batch=4, commit_chunks=10)
+    assert (batched.synced, batched.changed, batched.chunks_added) == (
+        one_by_one.synced,
+        one_by_one.changed,
+        one_by_one.chunks_added,
+    )
+    assert index_contents(index) == index_contents(other)
+    # The FTS rows are those chunks, by seq (= rowid), CJK bigrammed.
+    seqs = {cid: seq for seq, cid in index.conn.execute("SELECT seq, id FROM chunks")}
+    assert len(seqs) == batched.chunks_added
+    hit = index.fts('"word7"', 5, None)
+    assert [
+        index.conn.execute("SELECT path FROM chunks WHERE seq = ?", (seq,)).fetchone()[0]
+        for seq, _ in hit
+    ] == [index.rel(paths[7])]
+    assert index.fts('"数据"', 5, ["workspace"])
+    # Again: nothing changed, nothing rewritten.
+    again = index.sync_many(index.disk_files(), batch=4)
+    assert (again.synced, again.changed, again.chunks_added) == (batched.synced, 0, 0)
+    index.close()
+    other.close()
+
+
+def test_sync_many_takes_edits_deletions_and_unreadable_files_in_one_pass(
+    ws: tuple[Path, Workspace],
+) -> None:
+    root, workspace = ws
+    paths = many_files(workspace, 10)
+    index = open_index(root, workspace)
+    index.sync_many(paths, batch=3)
+    kept = dict(index.conn.execute("SELECT id, seq FROM chunks"))
+    paths[1].write_text("## Topic 1\n\nword1 shared text\n\n## Changed\n\nbrand new words\n")
+    paths[2].unlink()
+    paths[3].unlink()
+    paths[3].mkdir()  # unreadable as a file, even for root
+    report = index.sync_many(paths, batch=3)
+    assert report.removed == 1 and report.changed == 1 and report.chunks_added == 1
+    assert report.chunks_removed == 2 + 1  # the deleted file's two, the edited section
+    assert len(report.errors) == 1 and str(paths[3]) in report.errors[0]
+    assert index.fts('"brand"', 5, None) and not index.fts('"other2"', 5, None)
+    # A chunk that did not change keeps its seq; a new one never takes a seq in use.
+    after = dict(index.conn.execute("SELECT id, seq FROM chunks"))
+    assert all(after[cid] == seq for cid, seq in kept.items() if cid in after)
+    assert len(set(after.values())) == len(after)
+
+    def indexed(path: Path) -> bool:
+        row = index.conn.execute("SELECT 1 FROM chunks WHERE path = ?", (index.rel(path),))
+        return row.fetchone() is not None
+
+    assert not indexed(paths[2]) and indexed(paths[3])  # an unreadable file keeps its chunks
+    index.close()
+
+
+def test_sync_many_rolls_back_the_open_transaction_when_the_disk_is_full(
+    ws: tuple[Path, Workspace], tmp_path: Path
+) -> None:
+    root, workspace = ws
+    many_files(workspace, 4)
+    index = open_index(root, workspace)
+    index.sync_many(index.disk_files())
+    before = index_contents(index)
+    for path in many_files(workspace, 40)[4:]:
+        path.write_text(path.read_text() + "\n" + " ".join(f"filler{i}" for i in range(3000)))
+    pages = index.conn.execute("PRAGMA page_count").fetchone()[0]
+    index.conn.execute(f"PRAGMA max_page_count = {pages + 2}")
+    with pytest.raises(DatabaseError):
+        index.sync_many(index.disk_files(), batch=4)
+    assert not index.conn.in_transaction
+    assert index_contents(index) == before
+    index.conn.execute("PRAGMA max_page_count = 1073741823")
+    report = index.sync_paths(index.disk_files(), tolerant=True)
+    assert not report.failed and report.changed == 36
+    # Nothing of the failed attempt is left over to be written again later.
+    (workspace.sessions_dir / "2025-02-01-late-0000abcd.md").write_text("## Late\n\nlate word\n")
+    assert index.sync_many(index.disk_files()).chunks_added == 1
+    fresh = Index(tmp_path / "fresh.sqlite", root=root, workspace_dir=workspace.dir)
+    fresh.open()
+    fresh.sync_many(fresh.disk_files())
+    assert index_contents(index)[0] == index_contents(fresh)[0]
+
+    def hits(idx: Index) -> list[tuple[str, int]]:
+        found = [s for s, _ in idx.fts('"filler7"', 50, None)]
+        where = "SELECT path, start_line FROM chunks WHERE seq = ?"
+        return sorted(idx.conn.execute(where, (s,)).fetchone() for s in found)
+
+    assert len(hits(index)) == 36 and hits(index) == hits(fresh)
+    fresh.close()
+    index.close()
+
+
+def test_sync_many_never_reads_through_a_symlink_out_of_the_root(
+    ws: tuple[Path, Workspace], tmp_path: Path
+) -> None:
+    root, workspace = ws
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.md").write_text("## Secret\n\ntopsecret words\n")
+    paths = many_files(workspace, 3)
+    escape = workspace.sessions_dir / "2025-01-09-escape-00000001.md"
+    escape.symlink_to(outside / "secret.md")
+    inner = workspace.sessions_dir / "2025-01-09-inner-00000002.md"
+    inner.symlink_to(paths[0])  # a symlink that stays inside is fine
+    index = open_index(root, workspace)
+    report = index.sync_many([*paths, escape, inner], batch=2)
+    assert report.chunks_added == 4 * 2
+    assert index.fts('"topsecret"', 5, None) == []
+    # A whole sessions directory that points out of the root is not memory either.
+    (outside / "sessions").mkdir()
+    (outside / "sessions" / "2025-01-10-x-00000003.md").write_text("## S\n\nlinkeddir words\n")
+    shutil.rmtree(workspace.sessions_dir)
+    workspace.sessions_dir.symlink_to(outside / "sessions", target_is_directory=True)
+    index.sync_many([*index.disk_files(), workspace.sessions_dir / "2025-01-10-x-00000003.md"])
+    assert index.fts('"linkeddir"', 5, None) == []
+    index.close()
+
+
+def test_the_wal_is_cut_back_after_a_big_sync(
+    ws: tuple[Path, Workspace], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, workspace = ws
+    monkeypatch.setattr(index_module, "WAL_LIMIT_BYTES", 64 * 1024)
+    paths = many_files(workspace, 60)
+    index = open_index(root, workspace)
+    index.sync_many(index.disk_files())
+    wal = Path(f"{workspace.index_path}-wal")
+    assert wal.stat().st_size > 64 * 1024  # one big transaction
+    index.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+    paths[0].write_text("## Edited\n\nedit\n")
+    index.sync_paths(paths[:1])  # the next write starts the WAL over, and cuts it
+    assert wal.stat().st_size <= 64 * 1024
+    index.close()
+
+
+def test_an_fts_table_this_sqlite_cannot_use_is_rebuilt_at_open(
+    ws: tuple[Path, Workspace],
+) -> None:
+    root, workspace = ws
+    workspace.memory_file.write_text("# Facts\n\nkept words\n")
+    index = open_index(root, workspace)
+    index.sync_many(index.disk_files())
+    index.close()
+    # As a newer SQLite's option looks to an older one: unknown to this FTS5. (SQLite >= 3.44
+    # finds it in quick_check already; an older one only when the table is first used.)
+    conn = std_sqlite3.connect(workspace.index_path)
+    conn.execute("PRAGMA writable_schema = ON")
+    conn.execute(
+        "UPDATE sqlite_master SET sql = replace(sql, 'tokenize', 'future_option = 1, tokenize') "
+        "WHERE name = 'chunks_fts'"
+    )
+    conn.commit()
+    conn.close()
+
+    index = open_index(root, workspace)
+    assert index.rebuilt_reason is not None and "future_option" in index.rebuilt_reason
+    index.sync_many(index.reconcile())  # as the actor does after open
+    assert index.fts('"kept"', 5, None)
     index.close()
