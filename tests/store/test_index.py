@@ -132,6 +132,10 @@ def test_an_older_schema_is_upgraded_in_place(ws: tuple[Path, Workspace]) -> Non
     ).fetchone()
     assert row == (7, None)
     assert index.fts('"old"', 5, None) == [(1, pytest.approx(index.fts('"old"', 5, None)[0][1]))]
+    indexes = {
+        r[0] for r in index.conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")
+    }
+    assert "chunks_by_source" not in indexes and "chunks_by_path" in indexes  # v5
     index.close()
 
 
@@ -269,7 +273,10 @@ def test_sync_many_indexes_like_file_by_file_sync(
     other.open()
     one_by_one = other.sync_paths(other.disk_files())
     index = open_index(root, workspace)
+    cache = index.conn.execute("PRAGMA cache_size").fetchone()[0]
     batched = index.sync_many(index.disk_files(), batch=4, commit_chunks=10)
+    # The bigger page cache of a bulk sync is given back afterwards.
+    assert index.conn.execute("PRAGMA cache_size").fetchone()[0] == cache
     assert (batched.synced, batched.changed, batched.chunks_added) == (
         one_by_one.synced,
         one_by_one.changed,
