@@ -17,6 +17,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -225,6 +226,7 @@ class WorkspaceMemory:
         self._accesses: list[str] = []  # chunk ids returned to callers, not yet counted
         self._vectors = VectorReader(workspace.index_path)
         self._vec_db = anyio.CapacityLimiter(1)
+        self._scanner: ThreadPoolExecutor | None = None  # scans the in-memory vector copy
         self.log = log.bind(workspace=workspace.key.dirname)
 
     # ------------------------------------------------------------------ plumbing
@@ -290,6 +292,20 @@ class WorkspaceMemory:
     async def close(self) -> None:
         await self._run(self.index.close)
         await anyio.to_thread.run_sync(self._vectors.close, limiter=self._vec_db)
+        if self._scanner is not None:
+            self._scanner.shutdown(wait=True)
+            self._scanner = None
+
+    def _scan_copy(self, query: Sequence[float], k: int) -> Future[list[tuple[int, float]]]:
+        """Start the scan of the in-memory vector copy on its own thread (numpy and SQLite
+        both release the GIL: the scan and the FTS query run at the same time). Called in a
+        DB phase, which makes no change to the copy until it has the result."""
+        self.index.load_mirror()
+        mirror = self.index.mirror
+        assert mirror is not None
+        if self._scanner is None:
+            self._scanner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memoryd-knn")
+        return self._scanner.submit(mirror.knn, query, k)
 
     def set_config(self, config: Config) -> None:
         """Take a reloaded configuration (search settings apply to the next search)."""
@@ -432,15 +448,24 @@ class WorkspaceMemory:
 
         def phase() -> tuple[SyncReport, list[Any], int]:
             report = self._sync_tolerant(dirty) if dirty else SyncReport()
-            hits = self.index.fts_hits(match, limit, sources)
+            # The in-memory copy (exact, a few ms per 100k vectors) is scanned meanwhile.
+            copy_scan = (
+                self._scan_copy(vector or [], knn_k_) if use_vectors and not scan_vectors else None
+            )
+            try:
+                hits = self.index.fts_hits(match, limit, sources)
+            except BaseException:
+                if copy_scan is not None:  # nothing may change the copy while it is read
+                    wait([copy_scan])
+                raise
             knn: list[tuple[int, float]] | None = None
             if scan_vectors:  # the scan ran meanwhile on the reader's connection and thread
                 scanned.wait(self.config.embedding.timeout_secs + 5)
                 knn = knn_box[0] if knn_box else None
                 if knn is None:  # the reader failed: scan here instead
                     knn = self.index.knn(vector or [], knn_k_)
-            elif use_vectors:  # the in-memory copy: exact, a few ms per 100k vectors
-                knn = self.index.knn(vector or [], knn_k_)
+            elif copy_scan is not None:
+                knn = copy_scan.result()
             found = self.index.merged(hits, knn, sources)
             stale = self.index.stale(c.path for c in found)
             if stale:  # changed on disk, not yet reported by the watcher: sync, read again

@@ -163,17 +163,20 @@ class VectorMirror:
     # ------------------------------------------------------------------ search
 
     def knn(self, query: Sequence[float], k: int) -> list[tuple[int, float]]:
-        """The ``k`` nearest seqs by L2 distance, nearest first (what ``vec0`` answers)."""
-        if not self.loaded or k <= 0 or self.count == 0:
+        """The ``k`` nearest seqs by L2 distance, nearest first (what ``vec0`` answers).
+
+        It may run on another thread than the index's while that thread makes no change:
+        it reads the arrays it found when it started."""
+        matrix, norms, seqs, count = self._matrix, self._norms, self._seqs, self.count
+        if not self.loaded or k <= 0 or count == 0:
             return []
         np = self._numpy()
-        assert self._matrix is not None and self._norms is not None and self._seqs is not None
+        assert matrix is not None and norms is not None and seqs is not None
         q = np.asarray(query, dtype=np.float32)
         if q.shape != (self.dims,):
             raise ValueError(f"query has {q.shape[0]} dimensions, the vectors {self.dims}")
-        count = self.count
         # ‖v − q‖² = ‖v‖² − 2 v·q + ‖q‖²; the last term is the same for every row.
-        partial = self._norms[:count] - 2.0 * (self._matrix[:count] @ q)
+        partial = norms[:count] - 2.0 * (matrix[:count] @ q)
         k = min(k, count)
         if k < count:
             top = np.argpartition(partial, k - 1)[:k]
@@ -181,14 +184,12 @@ class VectorMirror:
             top = np.arange(count)
         # The distances of the chosen few, computed directly (the expansion above cancels
         # badly for long vectors), and sorted by them.
-        diff = self._matrix[top] - q
+        diff = matrix[top] - q
         distances = np.sqrt(np.einsum("ij,ij->i", diff, diff))
         order = np.argsort(distances, kind="stable")
         return [
             (int(seq), float(d))
-            for seq, d in zip(
-                self._seqs[top[order]].tolist(), distances[order].tolist(), strict=True
-            )
+            for seq, d in zip(seqs[top[order]].tolist(), distances[order].tolist(), strict=True)
         ]
 
     @property

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
@@ -359,8 +360,18 @@ async def test_vectors_in_memory_answer_without_the_reader_scan(
         raise AssertionError("the vec0 reader must not scan when vectors are in memory")
 
     monkeypatch.setattr(mem._vectors, "knn", reader_knn)
+    assert mem.index.mirror is not None
+    real_scan, threads = mem.index.mirror.knn, []
+
+    def scan(query: Sequence[float], k: int) -> list[tuple[int, float]]:
+        threads.append(threading.current_thread().name)
+        return real_scan(query, k)
+
+    monkeypatch.setattr(mem.index.mirror, "knn", scan)
     found = await mem.search("small mammals")
     assert [h.heading for h in found.results] == ["M > Pets"] and found.mode == "hybrid"
+    # Scanned beside the FTS query, on its own thread (not the index's phase thread).
+    assert len(threads) == 1 and threads[0].startswith("memoryd-knn")
     stats = await mem._run(mem.index.stats)
     assert stats["vectors_pending"] == 0
     assert stats["vectors_in_memory"] == stats["chunks"] >= 1
