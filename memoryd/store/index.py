@@ -53,6 +53,7 @@ SYNC_FIRST_BATCH = 32
 SYNC_BATCHES = 12
 SYNC_BATCH = 1024
 COMMIT_CHUNKS = 25_000  # chunks added or removed per transaction then (~3.5 KB of WAL each)
+STAGING_KEEP_PAGES = 64  # temp tables bigger than this (pages) are freed after a sync
 BULK_CACHE_KIB = 64 << 10  # SQLite page cache while sync_many runs (2 MiB otherwise)
 WAL_LIMIT_BYTES = 16 << 20  # the WAL file is cut back to this after a checkpoint
 STALE_VECTORS = "vectors_stale"  # meta key: chunks were deleted while sqlite-vec was missing
@@ -364,6 +365,7 @@ class Index:
                 report.errors.append(error.message)
                 report.failed.append((path, error))
                 log.warning("index.sync_failed", path=str(path), error=error.message)
+        self._trim_staging()
         return report
 
     @contextmanager
@@ -466,6 +468,7 @@ class Index:
             pool.shutdown(wait=True, cancel_futures=True)
             with suppress(DatabaseError):  # a second error must not hide the first
                 conn.execute(f"PRAGMA cache_size = {cache}")  # gives the extra pages back
+                self._trim_staging()
         for item in unreadable:
             report.errors.append(f"{item.path}: {item.error}")
             log.warning("index.sync_failed", path=str(item.path), error=str(item.error))
@@ -503,6 +506,24 @@ class Index:
             "CREATE TEMP TABLE IF NOT EXISTS new_bodies (seq INTEGER PRIMARY KEY, body TEXT)"
         )
         self._staging = conn
+
+    def _trim_staging(self) -> None:
+        """Give back the memory of the temp tables once they grew past STAGING_KEEP_PAGES.
+
+        The temp database lives in memory (``temp_store = MEMORY``) and never shrinks: after
+        a big sync it would keep a batch's worth of chunk texts for the life of the
+        connection (~1 MB per 1,500 chunks). Switching ``temp_store`` away and back closes
+        it (outside a transaction only); the tables are created again when next needed."""
+        conn = self._conn
+        if conn is None:
+            return
+        if conn.in_transaction or id(self._staging) != id(conn):  # no temp tables here
+            return
+        if int(conn.execute("PRAGMA temp.page_count").fetchone()[0]) <= STAGING_KEEP_PAGES:
+            return
+        conn.execute("PRAGMA temp_store = FILE")
+        conn.execute("PRAGMA temp_store = MEMORY")
+        self._staging = None
 
     def _write(self, items: Sequence[Prepared], report: SyncReport) -> None:
         """Write these prepared files (distinct paths) inside the open transaction."""

@@ -433,3 +433,28 @@ def test_an_fts_table_this_sqlite_cannot_use_is_rebuilt_at_open(
     index.sync_many(index.reconcile())  # as the actor does after open
     assert index.fts('"kept"', 5, None)
     index.close()
+
+
+def test_a_big_sync_gives_back_the_memory_of_its_staging_tables(
+    ws: tuple[Path, Workspace],
+) -> None:
+    from memoryd.store.index import STAGING_KEEP_PAGES
+
+    root, workspace = ws
+    for n in range(20):  # ~1.5 MB of chunk text: far more than the pages kept
+        (workspace.sessions_dir / f"2026-11-{n + 1:02d}-big.md").write_text(
+            "".join(f"## Part {i}\n\n{f'word{i} ' * 100}\n\n" for i in range(100))
+        )
+    index = open_index(root, workspace)
+    report = index.sync_many(index.disk_files())
+    assert report.chunks_added >= 2000
+    # The in-memory temp database (which never shrinks by itself) was closed ...
+    assert index.conn.execute("PRAGMA temp.page_count").fetchone()[0] <= STAGING_KEEP_PAGES
+    # ... and the next syncs stage again, file by file and in bulk.
+    target = workspace.sessions_dir / "2026-11-01-big.md"
+    target.write_text("## Fresh\n\nfreshly written note\n")
+    assert index.sync_paths([target]).chunks_added == 1
+    assert index.fts('"freshly"', 5, None)
+    (workspace.sessions_dir / "2026-11-30-new.md").write_text("## New\n\nanother note\n")
+    assert index.sync_many(index.disk_files()).chunks_added == 1
+    index.close()
