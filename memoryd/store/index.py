@@ -34,6 +34,7 @@ from memoryd.core.workspace import source_of
 from memoryd.errors import IndexCorrupt, StorageError
 from memoryd.store import migrations
 from memoryd.store.connection import Capabilities, Connection, DatabaseError, connect, quick_check
+from memoryd.store.heap import release_free_memory
 from memoryd.store.mirror import VectorMirror
 from memoryd.store.prepare import Prepared, inside, prepare_file
 from memoryd.store.vectors import vector_blob
@@ -469,6 +470,7 @@ class Index:
             with suppress(DatabaseError):  # a second error must not hide the first
                 conn.execute(f"PRAGMA cache_size = {cache}")  # gives the extra pages back
                 self._trim_staging()
+        release_free_memory()  # what the batches allocated, back to the OS (glibc)
         for item in unreadable:
             report.errors.append(f"{item.path}: {item.error}")
             log.warning("index.sync_failed", path=str(item.path), error=str(item.error))
