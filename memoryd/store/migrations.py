@@ -59,13 +59,13 @@ def _v2_vector_state(conn: Connection) -> None:
     conn.execute("CREATE INDEX chunks_by_source ON chunks(source)")
 
 
-def _v3_fts_source_column(conn: Connection) -> None:
-    # The chunk's source as a second FTS column, so a search restricted to sources is one
-    # FTS5 query (`source : (...) AND body : (...)`) instead of a join over every match; the
-    # table's rank is bm25 over the body only. Rebuilt from the chunks table.
+def _recreate_fts(conn: Connection, options: str) -> None:
+    """Drop ``chunks_fts`` and build it again (``body``, ``source``; ``options`` before the
+    tokenizer) from the chunks table, ranked by bm25 over the body only."""
     conn.execute("DROP TABLE chunks_fts")
     conn.execute(
-        "CREATE VIRTUAL TABLE chunks_fts USING fts5(body, source, tokenize = 'porter unicode61')"
+        "CREATE VIRTUAL TABLE chunks_fts USING fts5(body, source, "
+        f"{options}tokenize = 'porter unicode61')"
     )
     conn.execute("INSERT INTO chunks_fts (chunks_fts, rank) VALUES ('rank', 'bm25(1.0, 0.0)')")
     rows = conn.execute("SELECT seq, text, source FROM chunks").fetchall()
@@ -73,6 +73,13 @@ def _v3_fts_source_column(conn: Connection) -> None:
         "INSERT INTO chunks_fts (rowid, body, source) VALUES (?, ?, ?)",
         [(seq, fts_text(text), source) for seq, text, source in rows],
     )
+
+
+def _v3_fts_source_column(conn: Connection) -> None:
+    # The chunk's source as a second FTS column, so a search restricted to sources is one
+    # FTS5 query (`source : (...) AND body : (...)`) instead of a join over every match; the
+    # table's rank is bm25 over the body only. Rebuilt from the chunks table.
+    _recreate_fts(conn, "")
 
 
 CONTENTLESS_DELETE = (3, 43, 0)  # the first SQLite whose FTS5 has contentless_delete
@@ -85,17 +92,7 @@ def _v4_contentless_fts(conn: Connection) -> None:
     version = str(conn.execute("SELECT sqlite_version()").fetchone()[0])
     if tuple(int(part) for part in version.split(".")[:3]) < CONTENTLESS_DELETE:
         return
-    conn.execute("DROP TABLE chunks_fts")
-    conn.execute(
-        "CREATE VIRTUAL TABLE chunks_fts USING fts5(body, source, content = '', "
-        "contentless_delete = 1, tokenize = 'porter unicode61')"
-    )
-    conn.execute("INSERT INTO chunks_fts (chunks_fts, rank) VALUES ('rank', 'bm25(1.0, 0.0)')")
-    rows = conn.execute("SELECT seq, text, source FROM chunks").fetchall()
-    conn.executemany(
-        "INSERT INTO chunks_fts (rowid, body, source) VALUES (?, ?, ?)",
-        [(seq, fts_text(text), source) for seq, text, source in rows],
-    )
+    _recreate_fts(conn, "content = '', contentless_delete = 1, ")
 
 
 def _v5_drop_source_index(conn: Connection) -> None:
