@@ -371,20 +371,8 @@ class Index:
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
-        """One file's write: its own transaction, or a savepoint inside a batch."""
+        """One file's write in its own transaction (batches are :meth:`sync_many`'s)."""
         conn = self.conn
-        if conn.in_transaction:
-            conn.execute("SAVEPOINT one_file")
-            try:
-                yield
-            except BaseException:
-                self._mirror_invalidate()
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK TO one_file")
-                    conn.execute("RELEASE one_file")
-                raise
-            conn.execute("RELEASE one_file")
-            return
         conn.execute("BEGIN IMMEDIATE")
         try:
             yield
