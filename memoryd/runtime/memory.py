@@ -43,7 +43,7 @@ from memoryd.store.connection import DatabaseError
 from memoryd.store.files import append_section, ensure_file, read_text
 from memoryd.store.index import ChunkSettings, Index, SyncReport, knn_k
 from memoryd.store.layout import Workspace, global_memory_file, resolve_client_path
-from memoryd.store.mirror import mirror_wanted, numpy_available
+from memoryd.store.mirror import mirror_wanted
 from memoryd.store.vectors import VectorReader
 
 log = structlog.get_logger(__name__)
@@ -218,7 +218,7 @@ class WorkspaceMemory:
             workspace_dir=workspace.dir,
             settings=ChunkSettings(config.index.max_chunk_chars, config.index.chunk_overlap_chars),
             clock=clock,
-            vectors_in_memory=_mirror(config.index.vectors_in_memory),
+            vectors_in_memory=mirror_wanted(config.index.vectors_in_memory),
         )
         self.embedding = EmbeddingState(provider=provider.model_id if provider else None)
         self._dirty = _Dirty()
@@ -691,14 +691,6 @@ class WorkspaceMemory:
             "vectors_pending": pending,
             "took_ms": round((time.perf_counter() - started) * 1000, 3),
         }
-
-
-def _mirror(mode: str) -> bool:
-    """Whether the index keeps its vectors in memory too ("on" without numpy: warn, scan)."""
-    if mode == "on" and not numpy_available():
-        log.warning("index.vectors_in_memory_unavailable", reason="numpy is not installed")
-        return False
-    return mirror_wanted(mode)
 
 
 def _reason(exc: BaseException) -> str:

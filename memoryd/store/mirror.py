@@ -30,17 +30,22 @@ if TYPE_CHECKING:  # numpy is optional: imported on first load
 
 log = structlog.get_logger(__name__)
 
-MIRROR_MODES = ("auto", "on", "off")
-
 
 def numpy_available() -> bool:
     return importlib.util.find_spec("numpy") is not None
 
 
 def mirror_wanted(mode: str) -> bool:
-    """Whether ``index.vectors_in_memory`` asks for a mirror on this machine ("auto": when
-    numpy is installed; "on" without numpy is refused by ``config check``/``doctor``)."""
-    return mode == "on" or (mode == "auto" and numpy_available())
+    """Whether ``index.vectors_in_memory`` gives the index a mirror on this machine: "auto"
+    and "on" when numpy can be imported ("on" without it: a warning, and sqlite-vec scans;
+    ``doctor`` reports it as a failed check)."""
+    if mode == "off":
+        return False
+    if numpy_available():
+        return True
+    if mode == "on":
+        log.warning("index.vectors_in_memory_unavailable", reason="numpy is not installed")
+    return False
 
 
 class VectorMirror:

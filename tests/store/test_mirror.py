@@ -229,3 +229,16 @@ def test_the_mirror_asks_for_one_blas_thread_unless_configured(
         [sys.executable, "-c", BLAS_PROBE], env=env, capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == expected
+
+
+def test_vectors_in_memory_modes(monkeypatch: pytest.MonkeyPatch) -> None:
+    from structlog.testing import capture_logs
+
+    from memoryd.store import mirror
+
+    assert [mirror.mirror_wanted(m) for m in ("auto", "on", "off")] == [True, True, False]
+    monkeypatch.setattr(mirror, "numpy_available", lambda: False)
+    with capture_logs() as logs:
+        assert [mirror.mirror_wanted(m) for m in ("auto", "on", "off")] == [False] * 3
+    # Only "on" asked for it: that one says why it is not there.
+    assert [e["event"] for e in logs] == ["index.vectors_in_memory_unavailable"]
