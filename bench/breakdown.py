@@ -28,7 +28,7 @@ from memoryd.core.chunking import chunk_ids, chunk_markdown
 from memoryd.core.keywords import build_match_query, fts_text
 from memoryd.core.protocol import encode_result
 from memoryd.core.ranking import Ranked, RankParams, rank
-from memoryd.runtime.memory import SearchHit, SearchResponse
+from memoryd.runtime.workspace.memory import SearchHit, SearchResponse
 from memoryd.store.index import CURATED, Index
 
 MS = 1000.0

@@ -2,7 +2,8 @@
 
 Runs :mod:`bench.quality_set` (50 notes, 36 queries with known answers, half keyword-style and
 half paraphrases, English and Chinese) through
-:class:`~memoryd.runtime.memory.WorkspaceMemory` twice: with ``embedding.provider = "none"``
+:class:`~memoryd.runtime.workspace.memory.WorkspaceMemory` twice: with
+``embedding.provider = "none"``
 (FTS-only) and with the offline ``local`` model (hybrid). For each it reports recall@10 — the
 share of queries whose answer is among the first 10 results — overall, per half and per
 language, at the default ``min_score`` (what a caller gets) and at ``min_score = 0`` (the
@@ -35,8 +36,8 @@ from bench.quality_set import NOTES, QUERIES, Query, files
 from memoryd.core.config import Config
 from memoryd.providers.embeddings import EmbeddingProvider
 from memoryd.providers.local import LocalProvider, local_available
-from memoryd.runtime.logging import configure_logging
-from memoryd.runtime.memory import WorkspaceMemory
+from memoryd.runtime.adapters.logging import configure_logging
+from memoryd.runtime.workspace.memory import WorkspaceMemory
 from memoryd.store.layout import ensure_workspace_dirs, resolve_workspace
 
 K = 10

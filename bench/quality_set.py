@@ -11,7 +11,7 @@ shop project, "Orchard", as a coding agent and its team would keep it — 50 not
   terms with the note (``"which tool adds JavaScript libraries to the project?"``); six of them
   cross languages (an English question about a Chinese note or the reverse).
 
-:mod:`bench.quality` runs it through :class:`~memoryd.runtime.memory.WorkspaceMemory` with
+:mod:`bench.quality` runs it through :class:`~memoryd.runtime.workspace.memory.WorkspaceMemory` with
 and without vectors and reports recall@10 per half.
 """
 

@@ -18,7 +18,7 @@ tool's ``outputSchema``. Every failure is a tool result with ``isError`` (never 
 error), so the model sees it: bad arguments name the argument; no daemon says so and how to
 start it; the next call after the daemon is back simply works (the client reconnects).
 
-Importing this module needs the ``mcp`` extra; :mod:`memoryd.cli_mcp` imports it lazily.
+Importing this module needs the ``mcp`` extra; :mod:`memoryd.cli.mcp` imports it lazily.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from typing import Any
 import psutil
 import pytest
 
-from memoryd.cli_daemon import render_status
+from memoryd.cli.render import render_status
 from memoryd.client import Client
 from memoryd.errors import AlreadyRunning, InvalidParams, MemorydError
 from memoryd.errors import only_error as single_error

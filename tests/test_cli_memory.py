@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from memoryd.cli import main
-from memoryd.cli_memory import progress_bar
+from memoryd.cli.render import progress_bar
 from memoryd.client import Client
 from memoryd.errors import MemorydError
 from memoryd.store.layout import resolve_workspace

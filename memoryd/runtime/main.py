@@ -30,12 +30,13 @@ import structlog
 from memoryd.core.config import Config
 from memoryd.errors import ConfigError, only_error
 from memoryd.providers.factory import make_provider
-from memoryd.runtime import notify
-from memoryd.runtime.agents_methods import register_agent_methods
-from memoryd.runtime.confluence_methods import register_confluence_methods
-from memoryd.runtime.handlers import DaemonContext, build_methods, running_loop
-from memoryd.runtime.logging import configure_logging
-from memoryd.runtime.server import SocketServer
+from memoryd.runtime.adapters import notify
+from memoryd.runtime.adapters.logging import configure_logging
+from memoryd.runtime.adapters.server import SocketServer
+from memoryd.runtime.adapters.watcher import watch_memory
+from memoryd.runtime.rpc.agents import register_agent_methods
+from memoryd.runtime.rpc.confluence import register_confluence_methods
+from memoryd.runtime.rpc.daemon import DaemonContext, build_methods, running_loop
 from memoryd.runtime.supervisor import (
     BACKOFF_MAX,
     BACKOFF_START,
@@ -43,7 +44,6 @@ from memoryd.runtime.supervisor import (
     Supervisor,
     WatchFn,
 )
-from memoryd.runtime.watcher import watch_memory
 from memoryd.store import configfile
 
 log = structlog.get_logger(__name__)

@@ -27,8 +27,8 @@ from memoryd.errors import ActorUnavailable, EmbeddingError, MemorydError, NotFo
 from memoryd.providers.embeddings import EmbeddingProvider
 from memoryd.providers.factory import start_provider
 from memoryd.providers.llm import ChatModel, make_chat_model
-from memoryd.runtime.actor import WorkspaceActor
-from memoryd.runtime.watcher import watch_memory
+from memoryd.runtime.adapters.watcher import watch_memory
+from memoryd.runtime.workspace.actor import WorkspaceActor
 from memoryd.store.journal import open_sessions
 from memoryd.store.layout import Workspace, resolve_workspace
 from memoryd.store.registry import record_workspace

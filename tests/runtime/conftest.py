@@ -12,7 +12,7 @@ import pytest
 
 from memoryd.core.config import Config
 from memoryd.providers.embeddings import EmbeddingProvider
-from memoryd.runtime.memory import WorkspaceMemory
+from memoryd.runtime.workspace.memory import WorkspaceMemory
 from memoryd.store.layout import Workspace, ensure_workspace_dirs, resolve_workspace
 
 

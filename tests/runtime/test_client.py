@@ -27,8 +27,8 @@ from memoryd.errors import (
     PathOutsideMemory,
     WorkspaceNotFound,
 )
-from memoryd.runtime.methods import MethodTable
-from memoryd.runtime.server import SocketServer
+from memoryd.runtime.adapters.server import SocketServer
+from memoryd.runtime.rpc.table import MethodTable
 
 pytestmark = pytest.mark.anyio
 

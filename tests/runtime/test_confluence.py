@@ -26,9 +26,9 @@ from memoryd.core import confluence as cf
 from memoryd.core.config import Config, ConfluenceConfig
 from memoryd.errors import Busy, ModelError, ModelNotConfigured
 from memoryd.providers.llm import FakeChatModel, Prompt
-from memoryd.runtime import confluence as runtime_confluence
-from memoryd.runtime.confluence import Confluence
-from memoryd.runtime.memory import WorkspaceMemory
+from memoryd.runtime.workspace import confluence as runtime_confluence
+from memoryd.runtime.workspace.confluence import Confluence
+from memoryd.runtime.workspace.memory import WorkspaceMemory
 from memoryd.store import files
 from memoryd.store.layout import Workspace, ensure_workspace_dirs, resolve_workspace
 from memoryd.store.registry import record_workspace

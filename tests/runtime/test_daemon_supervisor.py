@@ -16,7 +16,7 @@ from structlog.testing import capture_logs
 
 from memoryd.errors import ActorUnavailable
 from memoryd.runtime import supervisor
-from memoryd.runtime.memory import WorkspaceMemory
+from memoryd.runtime.workspace.memory import WorkspaceMemory
 from tests.runtime.daemon_fixtures import (
     RunningDaemon,
     home_fixture,  # noqa: F401 - the `home` fixture

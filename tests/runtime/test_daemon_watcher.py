@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 import pytest
 
-from memoryd.runtime.watcher import RawChanges, watch_memory
+from memoryd.runtime.adapters.watcher import RawChanges, watch_memory
 from tests.runtime.daemon_fixtures import (
     RunningDaemon,
     home_fixture,  # noqa: F401 - the `home` fixture

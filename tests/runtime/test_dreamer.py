@@ -28,8 +28,8 @@ from memoryd.core.config import DreamConfig
 from memoryd.core.dreaming import split_sections
 from memoryd.errors import ModelError, ModelNotConfigured, NotFound
 from memoryd.providers.llm import FakeChatModel
-from memoryd.runtime.dreamer import JOURNAL, Dreamer, backups, read_journal
-from memoryd.runtime.memory import WorkspaceMemory
+from memoryd.runtime.workspace.dreamer import JOURNAL, Dreamer, backups, read_journal
+from memoryd.runtime.workspace.memory import WorkspaceMemory
 from memoryd.store import files
 from tests.runtime.conftest import Env, MemoryFactory
 
@@ -554,7 +554,7 @@ import json, sys
 from pathlib import Path
 import anyio
 from memoryd.core.config import DreamConfig
-from memoryd.runtime.dreamer import Dreamer
+from memoryd.runtime.workspace.dreamer import Dreamer
 from memoryd.store.layout import resolve_workspace
 from tests.runtime.test_dreamer import MergingModel
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.runtime import lockfile
-from memoryd.runtime.lockfile import DreamLock, parse_pid, process_alive
+from memoryd.runtime.adapters import lockfile
+from memoryd.runtime.adapters.lockfile import DreamLock, parse_pid, process_alive
 from memoryd.store import files
 
 NOW = 1_750_000_000.0

@@ -14,7 +14,7 @@ import structlog
 from structlog.testing import capture_logs
 
 from memoryd.errors import ConfigError
-from memoryd.runtime.logging import NOISY_LOGGERS, configure_logging
+from memoryd.runtime.adapters.logging import NOISY_LOGGERS, configure_logging
 
 
 @pytest.fixture(autouse=True)

@@ -380,7 +380,7 @@ async def test_vectors_in_memory_answer_without_the_reader_scan(
 async def test_get_pages_a_huge_file_instead_of_one_huge_reply(
     env: Env, open_memory: MemoryFactory
 ) -> None:
-    from memoryd.runtime.memory import MAX_GET_CHARS
+    from memoryd.runtime.workspace.memory import MAX_GET_CHARS
 
     line = "x" * 99 + "\n"
     env.workspace.memory_file.write_text("# M\n" + line * (3 * MAX_GET_CHARS // len(line)))

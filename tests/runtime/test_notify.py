@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.runtime import notify
+from memoryd.runtime.adapters import notify
 
 
 @pytest.fixture

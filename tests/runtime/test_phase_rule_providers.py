@@ -23,7 +23,7 @@ from memoryd.providers.cache import CachedProvider
 from memoryd.providers.embeddings import EmbeddingProvider
 from memoryd.providers.local import LocalProvider, local_available
 from memoryd.providers.openai import OpenAIEmbeddings
-from memoryd.runtime.memory import WorkspaceMemory
+from memoryd.runtime.workspace.memory import WorkspaceMemory
 from memoryd.store.connection import connect
 from memoryd.store.embedcache import EmbeddingCacheStore
 from memoryd.store.layout import resolve_workspace

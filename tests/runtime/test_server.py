@@ -33,8 +33,8 @@ from memoryd.core.protocol import (
     SERVER_ERROR,
 )
 from memoryd.errors import AlreadyRunning, Busy, ConfigError, InvalidParams
-from memoryd.runtime.methods import MethodTable
-from memoryd.runtime.server import SocketServer
+from memoryd.runtime.adapters.server import SocketServer
+from memoryd.runtime.rpc.table import MethodTable
 
 pytestmark = pytest.mark.anyio
 

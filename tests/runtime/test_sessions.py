@@ -18,7 +18,7 @@ from memoryd.core.flushing import FLUSH_DELTA_RULE, Message
 from memoryd.errors import Busy, InvalidParams, ModelError, ModelNotConfigured, NotFound
 from memoryd.providers.embeddings import EmbeddingProvider, HashProvider
 from memoryd.providers.llm import FakeChatModel
-from memoryd.runtime.sessions import SessionManager
+from memoryd.runtime.workspace.sessions import SessionManager
 from memoryd.store.journal import journal_name, load
 from tests.runtime.conftest import Env, MemoryFactory, TableProvider
 

@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from memoryd.errors import WatcherUnavailable
-from memoryd.runtime.watcher import (
+from memoryd.runtime.adapters.watcher import (
     RawChanges,
     WatchTarget,
     is_memory_file,

@@ -3,7 +3,7 @@
 :class:`Dreamer` runs SPEC §8.4 so that a failure at any point loses nothing:
 
 1. the gates (:func:`memoryd.core.dreaming.check_gates`); then the DreamLock, taken
-   **before** the model call (:mod:`memoryd.runtime.lockfile`);
+   **before** the model call (:mod:`memoryd.runtime.adapters.lockfile`);
 2. gather ``MEMORY.md`` and the session logs (oldest first, up to ``max_input_chars``) and
    record the content hash of each;
 3. await the model with nothing open; an empty / ``NO_REPLY`` / heading-less answer, or one
@@ -59,8 +59,8 @@ from memoryd.core.dreaming import (
 from memoryd.errors import ModelNotConfigured, StorageError
 from memoryd.providers.llm import ChatModel
 from memoryd.runtime import failpoints
-from memoryd.runtime.lockfile import DreamLock, PidChecker, process_alive
-from memoryd.runtime.memory import file_lock
+from memoryd.runtime.adapters.lockfile import DreamLock, PidChecker, process_alive
+from memoryd.runtime.workspace.filelock import file_lock
 from memoryd.store.files import atomic_write_text, read_bytes
 from memoryd.store.history import (
     JOURNAL,

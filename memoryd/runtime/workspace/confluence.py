@@ -47,7 +47,7 @@ from memoryd.core.dreaming import normalize_heading
 from memoryd.core.workspace import MEMORY_FILE
 from memoryd.errors import Busy, MemorydError, ModelNotConfigured, StorageError
 from memoryd.providers.llm import ChatModel
-from memoryd.runtime.memory import file_lock
+from memoryd.runtime.workspace.filelock import file_lock
 from memoryd.store.files import atomic_write_text, read_bytes, read_text
 from memoryd.store.gitguard import GitWriteCheck, check_git_write, write_guarded
 from memoryd.store.layout import experience_file

@@ -6,9 +6,16 @@ import argparse
 import sys
 from typing import Any
 
-from memoryd.cli import EXIT_OK, Subcommands, command
-from memoryd.cli_daemon import lock_details
-from memoryd.cli_memory import add_common, client_for, print_json, workspace_of
+from memoryd.cli.common import (
+    EXIT_OK,
+    Subcommands,
+    add_common,
+    client_for,
+    command,
+    print_json,
+    workspace_of,
+)
+from memoryd.cli.render import render_dream_status
 
 
 @command
@@ -90,30 +97,3 @@ def _print_run(result: dict[str, Any]) -> None:
         print(f"  previous MEMORY.md saved as {result['backup']}")
     if result.get("error"):
         print(f"  error: {result['error']}", file=sys.stderr)
-
-
-def render_dream_status(status: dict[str, Any]) -> str:
-    """``dream.status`` for people: each gate's value against its threshold, the lock, the
-    last consolidation and run, the next periodic check."""
-    gates = status.get("gates") or {}
-    hours = gates.get("hours_since_last")
-    lines = [
-        f"dream {'enabled' if status.get('enabled') else 'disabled'}; "
-        f"gates: {gates.get('outcome', '?')}",
-        f"  gate hours since last consolidation: {'never' if hours is None else hours} "
-        f"(min {gates.get('min_hours', '?')})",
-        f"  gate sessions since last consolidation: {gates.get('sessions_since_last', '?')} "
-        f"(min {gates.get('min_sessions', '?')})",
-    ]
-    lock = status.get("lock") or {}
-    if lock.get("holder_pid"):
-        lines.append(f"  lock: pid {lock['holder_pid']}, {', '.join(lock_details(lock))}")
-    else:
-        lines.append("  lock: free")
-    lines.append(f"  last consolidation: {status.get('last_consolidation') or 'never'}")
-    last = status.get("last_run") or {}
-    if last:
-        reason = f" ({last['reason']})" if last.get("reason") else ""
-        lines.append(f"  last run: {last.get('time')} {last.get('outcome')}{reason}")
-    lines.append(f"  next periodic check: {status.get('next_check') or 'off'}")
-    return "\n".join(lines)

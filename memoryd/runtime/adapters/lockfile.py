@@ -3,7 +3,7 @@
 The file ``.dream-lock`` holds the holder's PID; its mtime is the time of the last successful
 consolidation (while a dream runs: the time it took the lock). It is *not* mutual exclusion —
 two processes may both believe they won — so a dream must also be idempotent (see
-:mod:`memoryd.runtime.dreamer`).
+:mod:`memoryd.runtime.workspace.dreamer`).
 
 - :meth:`DreamLock.acquire`: a live holder younger than ``stale_secs`` → not acquired
   (``lock_held``). Empty or garbage body, a dead PID or a stale age → reclaimed. A PID is
@@ -164,7 +164,7 @@ class DreamLock:
     def last_consolidation(self) -> float | None:
         """The lock's mtime: the last successful consolidation (None = never) — as long as
         the body is empty; while it names a holder, the mtime is when that holder's dream
-        began (see :meth:`memoryd.runtime.dreamer.Dreamer.last_consolidation`)."""
+        began (see :meth:`memoryd.runtime.workspace.dreamer.Dreamer.last_consolidation`)."""
         return self._stat_mtime()
 
     # ------------------------------------------------------------------ writing

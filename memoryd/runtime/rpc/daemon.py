@@ -24,9 +24,9 @@ from memoryd.core import params as p
 from memoryd.core.flushing import parse_messages
 from memoryd.errors import InvalidParams
 from memoryd.providers.factory import describe
-from memoryd.runtime.methods import MethodTable
-from memoryd.runtime.sessions import check_session_id
+from memoryd.runtime.rpc.table import MethodTable
 from memoryd.runtime.supervisor import Supervisor
+from memoryd.runtime.workspace.sessions import check_session_id
 
 SOURCES = ("global", "workspace", "session")
 

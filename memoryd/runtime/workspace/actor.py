@@ -26,10 +26,10 @@ from memoryd.core.flushing import Message
 from memoryd.errors import ActorUnavailable, MemorydError, WatcherUnavailable
 from memoryd.providers.embeddings import EmbeddingProvider
 from memoryd.providers.llm import ChatModel
-from memoryd.runtime.dreamer import Dreamer
-from memoryd.runtime.memory import SearchResponse, WorkspaceMemory
-from memoryd.runtime.sessions import SessionManager
-from memoryd.runtime.watcher import watch_memory, workspace_targets
+from memoryd.runtime.adapters.watcher import watch_memory, workspace_targets
+from memoryd.runtime.workspace.dreamer import Dreamer
+from memoryd.runtime.workspace.memory import SearchResponse, WorkspaceMemory
+from memoryd.runtime.workspace.sessions import SessionManager
 from memoryd.store.files import sweep_temp_files
 from memoryd.store.layout import Workspace, ensure_workspace_dirs
 

@@ -39,6 +39,7 @@ from memoryd.providers.embeddings import (
     normalize,
     similarity_scale,
 )
+from memoryd.runtime.workspace.filelock import file_lock
 from memoryd.store.connection import DatabaseError
 from memoryd.store.files import append_section, ensure_file, read_text
 from memoryd.store.index import ChunkSettings, Index, SyncReport, knn_k
@@ -56,17 +57,6 @@ BATCH_SYNC_MIN = 16  # sync this many dirty files or more in batched transaction
 MAX_GET_CHARS = 256 * 1024  # memory.get answers at most this much text; the rest by `from`
 SEARCH_RETRY_START = 5.0  # after a provider failure, searches skip vectors this long, doubling
 SEARCH_RETRY_MAX = 300.0
-
-# One lock per memory file, shared by every workspace in this process: two actors
-# remembering into the global MEMORY.md must not lose each other's notes.
-_file_locks: dict[Path, anyio.Lock] = {}
-
-
-def file_lock(path: Path) -> anyio.Lock:
-    lock = _file_locks.get(path)
-    if lock is None:
-        lock = _file_locks[path] = anyio.Lock()
-    return lock
 
 
 @dataclass(frozen=True, slots=True)

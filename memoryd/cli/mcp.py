@@ -15,8 +15,7 @@ from pathlib import Path
 
 import anyio
 
-from memoryd.cli import EXIT_OK, Subcommands, command
-from memoryd.cli_memory import add_common, workspace_of
+from memoryd.cli.common import EXIT_OK, Subcommands, add_common, command, workspace_of
 from memoryd.client import Client
 from memoryd.errors import DaemonNotRunning, MemorydError, WorkspaceNotFound
 from memoryd.store import configfile

@@ -8,55 +8,23 @@ fail with exit status 3 and say how to start it.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 import time
-from datetime import UTC, datetime
 from typing import Any
 
-from memoryd.cli import EXIT_OK, Subcommands, command
-from memoryd.client import Client
-from memoryd.store import configfile
+from memoryd.cli.common import (
+    EXIT_OK,
+    Subcommands,
+    add_common,
+    age,
+    client_for,
+    command,
+    print_json,
+    workspace_of,
+)
+from memoryd.cli.render import progress_bar
 
 PROGRESS_POLL_SECS = 0.5
-
-
-def add_common(parser: argparse.ArgumentParser, *, workspace: bool = True) -> None:
-    parser.add_argument("--config", metavar="F", help="config file (default: the usual location)")
-    if workspace:
-        parser.add_argument(
-            "-w",
-            "--workspace",
-            metavar="DIR",
-            default=None,
-            help="the workspace directory (default: the current directory)",
-        )
-
-
-def client_for(args: argparse.Namespace, timeout: float | None = 60.0) -> Client:
-    loaded = configfile.load(getattr(args, "config", None))
-    return Client(loaded.paths.socket_path, timeout=timeout)
-
-
-def workspace_of(args: argparse.Namespace) -> str:
-    return os.path.abspath(args.workspace or os.getcwd())
-
-
-def print_json(value: Any) -> None:
-    print(json.dumps(value, indent=2, ensure_ascii=False))
-
-
-def age(iso: str | None, now: datetime | None = None) -> str:
-    """A short human age for an ISO timestamp ("3d", "5h", "now")."""
-    if not iso:
-        return ""
-    then = datetime.fromisoformat(iso)
-    secs = ((now or datetime.now(UTC)) - then).total_seconds()
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if secs >= size:
-            return f"{int(secs // size)}{unit}"
-    return "now"
 
 
 # --- search --------------------------------------------------------------------------------
@@ -215,12 +183,6 @@ def _reindex_command(subcommands: Subcommands) -> None:
         "--no-wait", action="store_true", help="do not wait for vectors to be rebuilt"
     )
     parser.set_defaults(handler=_reindex)
-
-
-def progress_bar(done: int, total: int, width: int = 30) -> str:
-    frac = 1.0 if total <= 0 else min(1.0, done / total)
-    filled = round(frac * width)
-    return f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} ({frac:.0%})"
 
 
 def _reindex(args: argparse.Namespace) -> int:

@@ -50,7 +50,8 @@ from memoryd.errors import Busy, InvalidParams, MemorydError, ModelError, ModelN
 from memoryd.errors import NotFound as SessionNotFound
 from memoryd.providers.llm import ChatModel
 from memoryd.runtime import failpoints
-from memoryd.runtime.memory import WorkspaceMemory, file_lock
+from memoryd.runtime.workspace.filelock import file_lock
+from memoryd.runtime.workspace.memory import WorkspaceMemory
 from memoryd.store.files import append_section, read_text
 from memoryd.store.journal import FlushState, Journal, JournalHeader, load_all
 from memoryd.store.layout import memory_relpath

@@ -14,8 +14,8 @@ from typing import Any
 from memoryd.core import params as p
 from memoryd.core.config import Config
 from memoryd.providers.llm import ChatModel
-from memoryd.runtime.confluence import Confluence
-from memoryd.runtime.methods import MethodTable
+from memoryd.runtime.rpc.table import MethodTable
+from memoryd.runtime.workspace.confluence import Confluence
 
 StatusHook = Callable[[], dict[str, Any]]
 

@@ -19,7 +19,7 @@ from memoryd.core import params as p
 from memoryd.core.agents.resolve import Overrides
 from memoryd.core.config import Config
 from memoryd.errors import InvalidParams, WorkspaceNotFound
-from memoryd.runtime.methods import MethodTable
+from memoryd.runtime.rpc.table import MethodTable
 from memoryd.store.agents_loader import default_user_dir, list_agents, resolve
 
 

@@ -13,8 +13,16 @@ import argparse
 import sys
 from typing import Any
 
-from memoryd.cli import EXIT_ERROR, EXIT_OK, Subcommands, command
-from memoryd.cli_memory import add_common, client_for, print_json, workspace_of
+from memoryd.cli.common import (
+    EXIT_ERROR,
+    EXIT_OK,
+    Subcommands,
+    add_common,
+    client_for,
+    command,
+    print_json,
+    workspace_of,
+)
 from memoryd.errors import NotFound
 
 EFFORTS = ("low", "medium", "high", "xhigh", "max")
