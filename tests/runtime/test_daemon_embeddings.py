@@ -36,16 +36,9 @@ from typing import Any
 import anyio
 import blake3
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from memoryd.providers.embeddings import (
-    REFERENCE_SCALE,
-    HashProvider,
-    SimilarityScale,
-    calibrated_cosine,
-)
+from memoryd.providers.embeddings import HashProvider
 from memoryd.providers.local import MODEL_ID as LOCAL_MODEL
 from memoryd.providers.local import local_available
 from memoryd.providers.openai import PROBE_TEXT
@@ -814,23 +807,6 @@ async def test_a_failing_provider_leaves_chunks_pending_reports_and_retries_with
 
 
 # --------------------------------------------------------------------------- 7. quality
-
-
-@given(
-    st.floats(0.0, 1.0),
-    st.floats(0.0, 1.0),
-    st.floats(0.01, 0.6),
-    st.floats(0.05, 0.39),
-)
-def test_calibrated_cosines_keep_their_order_and_the_reference_scale_is_unchanged(
-    a: float, b: float, unrelated: float, gap: float
-) -> None:
-    scale = SimilarityScale(unrelated=unrelated, strong=min(unrelated + gap, 0.99))
-    low, high = sorted((a, b))
-    assert 0.0 <= calibrated_cosine(low, scale) <= calibrated_cosine(high, scale) <= 1.0
-    assert calibrated_cosine(a, REFERENCE_SCALE) == pytest.approx(a)
-    assert calibrated_cosine(scale.unrelated, scale) == pytest.approx(0.5)
-    assert calibrated_cosine(scale.strong, scale) == pytest.approx(0.8)
 
 
 @needs_local

@@ -11,9 +11,7 @@ count of what was returned to the caller.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -29,16 +27,10 @@ import structlog
 from memoryd.core.config import Config
 from memoryd.core.keywords import build_match_query
 from memoryd.core.notes import format_note, numbered_lines
-from memoryd.core.ranking import Candidate, Ranked, RankParams, cosine_from_l2, rank
+from memoryd.core.ranking import Ranked, RankParams, cosine_from_l2, rank
 from memoryd.core.templates import global_template, workspace_template
 from memoryd.errors import InvalidParams, NotFound, StorageError
-from memoryd.providers.embeddings import (
-    REFERENCE_SCALE,
-    EmbeddingProvider,
-    calibrated_cosine,
-    normalize,
-    similarity_scale,
-)
+from memoryd.providers.embeddings import EmbeddingProvider, normalize, similarity_scale
 from memoryd.runtime.workspace.filelock import file_lock
 from memoryd.store.connection import DatabaseError
 from memoryd.store.files import append_section, ensure_file, read_text
@@ -360,6 +352,7 @@ class WorkspaceMemory:
             source_weights=s.source_weights,
             mmr_enabled=s.mmr.enabled,
             mmr_lambda=s.mmr.lambda_,
+            similarity=similarity_scale(self.provider),
         )
 
     async def _query_vector(self, query: str) -> tuple[list[float] | None, str, str | None]:
@@ -384,19 +377,6 @@ class WorkspaceMemory:
             return None, "fts_fallback", reason
         state.succeeded()
         return normalize(vectors[0]), "hybrid", None
-
-    def _calibrated(self, candidates: list[Candidate]) -> list[Candidate]:
-        """Move the provider's cosines onto the scale the ranking is written for."""
-        scale = similarity_scale(self.provider)
-        if scale == REFERENCE_SCALE:
-            return candidates
-        out = []
-        for c in candidates:
-            if c.distance is not None:
-                cosine = calibrated_cosine(cosine_from_l2(c.distance), scale)
-                c = dataclasses.replace(c, distance=math.sqrt(2.0 * (1.0 - cosine)))
-            out.append(c)
-        return out
 
     async def search(
         self,
@@ -486,8 +466,6 @@ class WorkspaceMemory:
             report, candidates, generation = await self._run(phase)
         if report.failed:  # answer from the index as it is; say what it is missing
             warning = f"the index could not take every change: {report.failed[0][1].message}"
-        if vector is not None:
-            candidates = self._calibrated(candidates)
         ranked = rank(candidates, params, self.clock())
         hits = [SearchHit.from_ranked(item) for item in ranked]
         if count_access:
