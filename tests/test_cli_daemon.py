@@ -496,3 +496,30 @@ def test_render_status_of_a_real_daemon_status(live: LiveDaemon) -> None:
         status = client.call("daemon.status")
     text = render_status(status)
     assert f"pid {live.proc.pid}" in text
+
+
+# --- settings waiting for a restart -------------------------------------------------------
+
+
+def test_status_lists_settings_a_reload_could_not_apply_until_the_restart(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with running_daemon(MEMORYD_EMBEDDING_PROVIDER="none") as daemon:
+        monkeypatch.setenv("MEMORYD_HOME", str(daemon.home))
+        code, out, _ = run(capsys, "status", "--json")
+        assert (code, json.loads(out)["restart_pending"]) == (0, [])
+
+        (daemon.home / "config.toml").write_text("[embedding]\nbatch_size = 8\n")
+        daemon.proc.send_signal(signal.SIGHUP)
+
+        def pending() -> list[str]:
+            _, out, _ = run(capsys, "status", "--json")
+            return list(json.loads(out)["restart_pending"])
+
+        wait_until(lambda: pending() == ["embedding"], "status lists the pending key")
+        code, out, _ = run(capsys, "status")
+        assert "restart needed: changed settings not applied yet: embedding" in out
+
+        (daemon.home / "config.toml").write_text("")  # changed back: nothing waits
+        daemon.proc.send_signal(signal.SIGHUP)
+        wait_until(lambda: pending() == [], "the pending key is gone")

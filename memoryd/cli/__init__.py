@@ -6,7 +6,8 @@ The package (the one place that prints)::
     render.py      status, lock, dream and confluence lines for people (pure)
     memory.py      search, get, remember, reindex
     sessions.py    flush, dream
-    daemon.py      serve, status, doctor, install-service
+    daemon.py      serve, status, install-service
+    doctor.py      doctor: probes of everything memoryd needs
     config.py      config show|check
     agents.py      agents list|resolve
     confluence.py  confluence run|status
@@ -47,6 +48,7 @@ def _load_commands() -> None:
         config,
         confluence,
         daemon,
+        doctor,
         mcp,
         memory,
         sessions,

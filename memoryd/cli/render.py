@@ -37,6 +37,13 @@ def render_status(status: dict[str, Any], now: float | None = None) -> str:
         f"memory {status['memory_root']}",
         "",
     ]
+    if status.get("restart_pending"):
+        lines.insert(
+            -1,
+            "restart needed: changed settings not applied yet: "
+            + ", ".join(status["restart_pending"])
+            + " (memoryd restart)",
+        )
     if isinstance(status.get("confluence"), dict):
         lines.insert(-1, confluence_status_line(status["confluence"]))
     actors: list[dict[str, Any]] = status.get("actors") or []

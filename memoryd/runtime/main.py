@@ -7,8 +7,9 @@
    the actors of ``daemon.workspaces`` and tell systemd ``READY=1``;
 4. serve until SIGTERM/SIGINT (or the ``stop`` event in tests). SIGHUP reloads the config:
    search, index, idle and log settings apply at once (the next search uses them); the
-   socket, memory root, request size limit and embedding provider need a restart, and a
-   reload that changes them says so in the log (``config.restart_needed``);
+   socket, memory root, request size limit and embedding provider need a restart: a
+   reload that changes them says so in the log (``config.restart_needed``) and
+   ``daemon.status`` lists them in ``restart_pending`` until the daemon restarts;
 5. stop gracefully: stop accepting, let in-flight requests finish within a deadline, stop
    the actors (each closes its index), remove the socket file. A second SIGINT skips the
    grace period.
@@ -74,6 +75,8 @@ class Daemon:
     ) -> None:
         """``watch``, ``actor_factory`` and ``backoff`` are seams for tests (see Supervisor)."""
         self.loaded = loaded
+        self.started_with = loaded  # what the settings a reload cannot apply came from
+        self.restart_pending: list[str] = []
         self.config: Config = loaded.config
         self.config_path = config_path
         self.flags = dict(flags or {})
@@ -94,6 +97,7 @@ class Daemon:
             loop=loop,
             config_file=str(loaded.config_file) if loaded.file_found else None,
         )
+        self.context.extra_status.append(lambda: {"restart_pending": list(self.restart_pending)})
         self.methods = build_methods(self.context)
         register_agent_methods(
             self.methods,
@@ -208,7 +212,8 @@ class Daemon:
         except ConfigError as exc:
             log.error("config.reload_failed", error=str(exc), key=exc.key)
             return
-        restart = needs_restart(self.loaded, loaded)
+        restart = needs_restart(self.started_with, loaded)
+        self.restart_pending = restart
         self.loaded, self.config = loaded, loaded.config
         configure_logging(self.config.daemon.log_level, self.config.daemon.log_format)
         self.supervisor.reload(self.config)
