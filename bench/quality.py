@@ -1,30 +1,34 @@
-"""``python -m bench.quality [--json] [--speed]``: retrieval quality, FTS-only vs hybrid.
+"""``python -m bench.quality [--json] [--speed] [--openai] [--misses]``: retrieval quality.
 
-Runs :mod:`bench.quality_set` (50 notes, 36 queries with known answers, half keyword-style and
-half paraphrases, English and Chinese) through
-:class:`~memoryd.runtime.workspace.memory.WorkspaceMemory` twice: with
-``embedding.provider = "none"``
-(FTS-only) and with the offline ``local`` model (hybrid). For each it reports recall@10 — the
-share of queries whose answer is among the first 10 results — overall, per half and per
-language, at the default ``min_score`` (what a caller gets) and at ``min_score = 0`` (the
-ranking alone), plus the mean reciprocal rank.
+Runs every set of :mod:`bench.quality_sets` (``orchard``, ``dated``, ``chat``) through
+:class:`~memoryd.runtime.workspace.memory.WorkspaceMemory` with ``embedding.provider = "none"``
+(FTS-only) and with the offline ``local`` model (hybrid); ``--openai`` adds the ``openai``
+provider against a loopback ``/v1/embeddings`` server that serves the local model (the path an
+uncalibrated endpoint takes). Each query is searched at the default settings, at
+``min_score = 0`` (the ranking alone) and with decay off (``half_life_days = 0``).
+
+Reported per set and query kind: recall@10 (the answer is among the first 10 results),
+nDCG@10 (one relevant answer: ``1/log2(1 + rank)``) and the empty-answer rate (the share of
+queries answered with no result at all; for the ``nothing`` queries that is the goal).
 
 ``--speed`` also measures the local model on this machine: load time, resident memory, chunks
 embedded per second (batches of 64 English and Chinese chunks of ~210–230 model tokens, i.e.
 ~1000 and ~300 characters) and single-query latency.
-Exits 1 when hybrid is below FTS-only overall or not above it on the paraphrases, 2 when the
-``local`` extra is missing.
+Exits 1 when hybrid recall is below FTS-only on a set, 2 when the ``local`` extra is missing.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import math
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,7 +36,8 @@ from typing import Any
 
 import anyio
 
-from bench.quality_set import NOTES, QUERIES, Query, files
+from bench.quality_set import NOTES, QUERIES
+from bench.quality_sets import QualitySet, SetQuery, all_sets
 from memoryd.core.config import Config
 from memoryd.providers.embeddings import EmbeddingProvider
 from memoryd.providers.local import LocalProvider, local_available
@@ -42,75 +47,98 @@ from memoryd.store.layout import ensure_workspace_dirs, resolve_workspace
 
 K = 10
 NOW = datetime(2026, 6, 1, tzinfo=UTC).timestamp()  # fixed: session decay is reproducible
-GROUPS: tuple[tuple[str, str | None, str | None], ...] = (
-    ("all", None, None),
-    ("keyword", "keyword", None),
-    ("paraphrase", "paraphrase", None),
-    ("english", None, "en"),
-    ("chinese", None, "zh"),
-)
+VARIANTS = ("default", "min0", "nodecay")
 
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    query: Query
-    rank: int | None  # 1-based rank of the answer in the first K results, None if absent
-    rank_any_score: int | None  # the same with min_score = 0
+    set_name: str
+    query: SetQuery
+    ranks: dict[str, int | None]
+    """Per variant: 1-based rank of the answer in the first K results, None if absent."""
+    counts: dict[str, int]
+    """Per variant: how many results came back."""
     mode: str
 
 
-async def run_mode(provider: EmbeddingProvider | None, workdir: Path) -> list[Outcome]:
-    """Index the set into a fresh workspace under ``workdir`` and run every query."""
+def _variant(config: Config, name: str) -> Config:
+    if name == "min0":
+        return dataclasses.replace(config, search=dataclasses.replace(config.search, min_score=0.0))
+    if name == "nodecay":
+        search = dataclasses.replace(config.search, half_life_days=0.0)
+        return dataclasses.replace(config, search=search)
+    return config
+
+
+async def run_set(
+    qset: QualitySet, provider: EmbeddingProvider | None, workdir: Path, config: Config
+) -> list[Outcome]:
+    """Index ``qset`` into a fresh workspace under ``workdir`` and run every query."""
     root = workdir / "memory"
     project = workdir / "project"
     project.mkdir(parents=True)
     ws = resolve_workspace(project, root)
     ensure_workspace_dirs(ws)
-    for rel, text in files().items():
+    for rel, text in qset.files.items():
         path = ws.dir / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
-    titles = {note.title: note.key for note in NOTES}
-    if len(titles) != len(NOTES):
-        raise SystemExit("bench.quality_set: note titles must be unique")
-    memory = WorkspaceMemory(ws, root, Config(), provider, clock=lambda: NOW)
+    prefix = ws.dir.relative_to(root).as_posix() + "/"
+    answers = {key: qset.fact_line(key) for key in {q.answer for q in qset.queries if q.answer}}
+    memory = WorkspaceMemory(ws, root, config, provider, clock=lambda: NOW)
     await memory.open()
     try:
         await memory.sync()
         await memory.embed_all()
         outcomes = []
-        for query in QUERIES:
-            ranks: list[int | None] = []
+        for query in qset.queries:
+            ranks: dict[str, int | None] = {}
+            counts: dict[str, int] = {}
             mode = ""
-            for min_score in (None, 0.0):
-                response = await memory.search(
-                    query.text, max_results=K, min_score=min_score, count_access=False
-                )
+            for name in VARIANTS:
+                memory.config = _variant(config, name)
+                response = await memory.search(query.text, max_results=K, count_access=False)
                 mode = mode or response.mode
-                keys = [titles.get(hit.heading.rsplit(" > ", 1)[-1]) for hit in response.results]
-                ranks.append(keys.index(query.answer) + 1 if query.answer in keys else None)
-            outcomes.append(Outcome(query, ranks[0], ranks[1], mode))
+                counts[name] = len(response.results)
+                ranks[name] = None
+                if query.answer is not None:
+                    path, line = answers[query.answer]
+                    for i, hit in enumerate(response.results, 1):
+                        if hit.path == prefix + path and hit.start_line <= line <= hit.end_line:
+                            ranks[name] = i
+                            break
+            memory.config = config
+            outcomes.append(Outcome(qset.name, query, ranks, counts, mode))
         return outcomes
     finally:
         await memory.close()
 
 
 def summarise(outcomes: Sequence[Outcome]) -> dict[str, dict[str, float | int]]:
-    """recall@K (default min_score and min_score 0) and MRR per group."""
+    """Per group (``set/kind``, ``set/all`` and ``all/…``): recall@K, nDCG@K, empty rate."""
+    groups: dict[str, list[Outcome]] = {}
+    for o in outcomes:
+        answerable = o.query.kind != "nothing"
+        for name in (
+            f"{o.set_name}/{o.query.kind}",
+            f"{o.set_name}/answerable" if answerable else "",
+            "all/answerable" if answerable else "all/nothing",
+        ):
+            if name:
+                groups.setdefault(name, []).append(o)
     out: dict[str, dict[str, float | int]] = {}
-    for name, kind, lang in GROUPS:
-        chosen = [
-            o
-            for o in outcomes
-            if (kind is None or o.query.kind == kind) and (lang is None or o.query.lang == lang)
-        ]
+    for name in sorted(groups):
+        chosen = groups[name]
         n = len(chosen)
-        out[name] = {
-            "queries": n,
-            "recall": round(sum(o.rank is not None for o in chosen) / n, 3),
-            "recall_any_score": round(sum(o.rank_any_score is not None for o in chosen) / n, 3),
-            "mrr": round(sum(1 / o.rank for o in chosen if o.rank) / n, 3),
-        }
+        row: dict[str, float | int] = {"queries": n}
+        for variant in VARIANTS:
+            row[f"empty_{variant}"] = round(sum(o.counts[variant] == 0 for o in chosen) / n, 3)
+            if not name.endswith("nothing"):
+                ranks = [o.ranks[variant] for o in chosen]
+                row[f"recall_{variant}"] = round(sum(r is not None for r in ranks) / n, 3)
+                ndcg = sum(1 / math.log2(1 + r) for r in ranks if r is not None) / n
+                row[f"ndcg_{variant}"] = round(ndcg, 3)
+        out[name] = row
     return out
 
 
@@ -147,34 +175,66 @@ def measure_speed(provider: LocalProvider) -> dict[str, float]:
     return figures
 
 
-def format_table(fts: dict[str, Any], hybrid: dict[str, Any]) -> str:
+def format_table(by_mode: dict[str, dict[str, dict[str, Any]]]) -> str:
+    """One line per group and mode: recall@K / nDCG@K / empty rate for each variant."""
     lines = [
-        f"recall@{K} on bench/quality_set.py ({len(NOTES)} notes, {len(QUERIES)} queries)",
+        f"recall@{K} / nDCG@{K} / empty-answer rate; variants: default settings, min_score 0, "
+        "decay off",
         "",
-        f"{'queries':<12}{'n':>4}  {'fts_only':>9}  {'hybrid':>7}  "
-        f"{'fts (min 0)':>11}  {'hybrid (min 0)':>14}  {'MRR fts':>8}  {'MRR hyb':>8}",
+        f"{'group':<22}{'n':>4}  {'mode':<8}" + "".join(f"{v:>22}" for v in VARIANTS),
     ]
-    for name, _, _ in GROUPS:
-        f, h = fts[name], hybrid[name]
-        lines.append(
-            f"{name:<12}{f['queries']:>4}  {f['recall']:>9.3f}  {h['recall']:>7.3f}  "
-            f"{f['recall_any_score']:>11.3f}  {h['recall_any_score']:>14.3f}  "
-            f"{f['mrr']:>8.3f}  {h['mrr']:>8.3f}"
-        )
+    first = next(iter(by_mode.values()))
+    for group in first:
+        for mode, summary in by_mode.items():
+            row = summary[group]
+            cells = []
+            for v in VARIANTS:
+                if f"recall_{v}" in row:
+                    cells.append(
+                        f"{row[f'recall_{v}']:.3f} {row[f'ndcg_{v}']:.3f} {row[f'empty_{v}']:.2f}"
+                    )
+                else:
+                    cells.append(f"empty {row[f'empty_{v}']:.2f}")
+            lines.append(
+                f"{group:<22}{row['queries']:>4}  {mode:<8}" + "".join(f"{c:>22}" for c in cells)
+            )
     return "\n".join(lines)
 
 
-async def evaluate() -> tuple[list[Outcome], list[Outcome]]:
+@contextmanager
+def _workdir() -> Iterator[Path]:
     with tempfile.TemporaryDirectory(prefix="memoryd-quality-") as tmp:
-        fts = await run_mode(None, Path(tmp) / "fts")
-        hybrid = await run_mode(LocalProvider(threads=1), Path(tmp) / "hybrid")
-    return fts, hybrid
+        yield Path(tmp)
+
+
+async def evaluate(modes: Sequence[str], config: Config) -> dict[str, list[Outcome]]:
+    from bench.embed_server import local_embedding_server
+
+    out: dict[str, list[Outcome]] = {}
+    sets = all_sets()
+    with _workdir() as tmp:
+        for mode in modes:
+            outcomes: list[Outcome] = []
+            for qset in sets:
+                work = tmp / mode / qset.name
+                if mode == "fts":
+                    outcomes += await run_set(qset, None, work, config)
+                elif mode == "local":
+                    outcomes += await run_set(qset, LocalProvider(threads=1), work, config)
+                else:
+                    async with local_embedding_server(config) as provider:
+                        outcomes += await run_set(qset, provider, work, config)
+            out[mode] = outcomes
+    return out
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.quality", description=__doc__)
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--speed", action="store_true", help="also measure the local model")
+    parser.add_argument(
+        "--openai", action="store_true", help="also run the openai provider (local model served)"
+    )
     parser.add_argument("--misses", action="store_true", help="list the queries each mode missed")
     args = parser.parse_args(argv)
     configure_logging("warning", "console")  # one search event per query would drown the table
@@ -182,27 +242,30 @@ def main(argv: list[str]) -> int:
         print("the 'local' extra is not installed: pip install 'memoryd[local]'", file=sys.stderr)
         return 2
     speed = measure_speed(LocalProvider(threads=1)) if args.speed else None
-    fts_outcomes, hybrid_outcomes = anyio.run(evaluate)
-    fts, hybrid = summarise(fts_outcomes), summarise(hybrid_outcomes)
-    modes = {o.mode for o in hybrid_outcomes}
+    modes = ["fts", "local"] + (["openai"] if args.openai else [])
+    outcomes = anyio.run(evaluate, modes, Config())
+    by_mode = {mode: summarise(found) for mode, found in outcomes.items()}
     if args.json:
-        print(json.dumps({"fts_only": fts, "hybrid": hybrid, "speed": speed}, indent=2))
+        print(json.dumps({"modes": by_mode, "speed": speed}, indent=2))
     else:
-        print(format_table(fts, hybrid))
+        print(format_table(by_mode))
         if speed:
             print(
                 "\nlocal model on this machine: " + ", ".join(f"{k} {v}" for k, v in speed.items())
             )
     if args.misses:
-        for label, outcomes in (("fts_only", fts_outcomes), ("hybrid", hybrid_outcomes)):
-            for o in outcomes:
-                if o.rank is None:
-                    print(f"{label} missed ({o.query.kind}, {o.query.lang}): {o.query.text}")
-    ok = (
-        modes == {"hybrid"}
-        and hybrid["all"]["recall"] >= fts["all"]["recall"]
-        and hybrid["paraphrase"]["recall"] > fts["paraphrase"]["recall"]
-    )
+        for mode, found in outcomes.items():
+            for o in found:
+                got = o.ranks["default"] if o.query.answer else None
+                if (o.query.answer is not None and got is None) or (
+                    o.query.answer is None and o.counts["default"]
+                ):
+                    print(f"{mode} missed ({o.set_name}/{o.query.kind}): {o.query.text}")
+    ok = all(
+        by_mode["local"][f"{name}/answerable"]["recall_default"]
+        >= by_mode["fts"][f"{name}/answerable"]["recall_default"]
+        for name in ("orchard", "dated", "chat")
+    ) and {o.mode for o in outcomes["local"]} == {"hybrid"}
     return 0 if ok else 1
 
 

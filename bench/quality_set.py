@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from bench.quality_sets import Fact, QualitySet, SetQuery
+
 Kind = Literal["keyword", "paraphrase"]
 
 
@@ -400,3 +402,25 @@ def files() -> dict[str, str]:
         rel = note.where if note.where == MEMORY else f"sessions/{note.where}"
         out[rel].append(f"## {note.title}\n\n{note.text}\n")
     return {rel: "\n".join(parts) for rel, parts in out.items()}
+
+
+NOTHING: tuple[tuple[str, Literal["en", "zh"]], ...] = (
+    ("kubernetes cluster autoscaling", "en"),
+    ("what is the office wifi password", "en"),
+    ("VAT rules for invoices to Switzerland", "en"),
+    ("the and of", "en"),
+    ("what do we do", "en"),
+    ("公司年会在哪里举办", "zh"),
+)
+"""Queries nothing in the set answers: a search must return nothing."""
+
+
+def quality_set() -> QualitySet:
+    """The set in the shape :mod:`bench.quality` runs (answers located by their sentence)."""
+    facts = {}
+    for note in NOTES:
+        rel = note.where if note.where == MEMORY else f"sessions/{note.where}"
+        facts[note.key] = Fact(rel, note.text)
+    queries = [SetQuery(q.text, q.answer, q.kind, q.lang) for q in QUERIES]
+    queries += [SetQuery(text, None, "nothing", lang) for text, lang in NOTHING]
+    return QualitySet("orchard", files(), facts, tuple(queries))
