@@ -18,11 +18,13 @@ exits.
     ├── LockHeld                      lock_held
     ├── Busy                          busy
     ├── StorageError                  storage_error
-    │   └── IndexCorrupt              index_corrupt
+    │   ├── IndexCorrupt              index_corrupt
+    │   └── ReadOnly                  read_only
     ├── AgentConfigError              agent_config_invalid
     ├── ActorUnavailable              actor_unavailable
     ├── WatcherUnavailable            watcher_unavailable  (runtime only: actor polls)
     ├── AlreadyRunning                already_running
+    ├── TooManyConnections            too_many_connections
     └── DaemonNotRunning              daemon_not_running   (client side only)
 """
 
@@ -131,6 +133,15 @@ class IndexCorrupt(StorageError):
     code = "index_corrupt"
 
 
+class ReadOnly(StorageError):
+    """The memory root or workspace directory is read-only: search works, writes do not.
+
+    ``data.reason`` says why (the path and the OS error of the failed write probe).
+    """
+
+    code = "read_only"
+
+
 class AgentConfigError(MemorydError):
     """An agent definition, role or persona is invalid; the message names file and field."""
 
@@ -157,6 +168,12 @@ class AlreadyRunning(MemorydError):
     """A daemon is already listening on the socket; a second one refuses to start."""
 
     code = "already_running"
+
+
+class TooManyConnections(MemorydError):
+    """The daemon holds ``daemon.max_connections`` connections and refused one more."""
+
+    code = "too_many_connections"
 
 
 class DaemonNotRunning(MemorydError):

@@ -76,6 +76,8 @@ def test_the_repository_unit_is_a_notify_user_service() -> None:
     assert service["RestartSec"]
     assert service["StandardError"] == ["journal"]
     assert service["NoNewPrivileges"] == ["yes"]
+    # room for daemon.max_connections clients and the workspaces' files (issue #17)
+    assert int(service["LimitNOFILE"][0]) >= 2 * 512 + 1024
     assert "PrivateTmp" not in service  # it would hide a socket or MEMORYD_HOME under /tmp
     program, *args = shlex.split(service["ExecStart"][0])
     assert program == "%h/.local/bin/memoryd"  # %h: systemd's specifier for the home dir

@@ -19,6 +19,7 @@ from memoryd.cli.common import (
 from memoryd.cli.render import render_status
 from memoryd.errors import AlreadyRunning, MemorydError
 from memoryd.store import configfile
+from memoryd.store.files import make_private_dirs
 
 # --- serve ---------------------------------------------------------------------------------
 
@@ -45,7 +46,7 @@ def _serve(args: argparse.Namespace) -> int:
         runtime_main.serve(args.config)
         return EXIT_OK
     log_path = Path(loaded.paths.state_dir) / "memoryd.log"
-    log_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    make_private_dirs(log_path.parent)
     config = os.path.abspath(args.config) if args.config else None
     started = start_detached(config, log_path)
     pid, answer = started.pid, started.answer

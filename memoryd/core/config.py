@@ -112,13 +112,16 @@ def _keyed(keys: tuple[str, ...], default: float) -> Mapping[str, float]:
 
 @dataclass(frozen=True)
 class DaemonConfig:
-    """``[daemon]``: the socket, logging, actor lifetime, request size, start-up workspaces."""
+    """``[daemon]``: the socket, logging, actor lifetime, request limits, connection cap,
+    start-up workspaces."""
 
     socket: str = _text(path=True)
     log_level: str = _text("info", choices=LOG_LEVELS)
     log_format: str = _text("auto", choices=LOG_FORMATS)
     actor_idle_secs: float = _num(600.0, above=True)
     max_request_bytes: int = _int(1_048_576, low=1)
+    request_timeout_secs: float = _num(30.0, above=True)
+    max_connections: int = _int(512, low=1)
     workspaces: tuple[str, ...] = field(default=(), metadata={"rule": Rule("strs")})
 
 

@@ -26,6 +26,9 @@ class Paths:
     socket_path: str
     config_file: str
     home: str = ""  # the user's home, used to expand ~ in configured paths
+    xdg_runtime_dir: str = ""
+    """``$XDG_RUNTIME_DIR`` when the default socket lives under it: it must exist (the login
+    manager creates it; memoryd never does — see :func:`runtime_dir_problem`)."""
 
 
 def default_paths(env: Mapping[str, str], platform: str, home: str) -> Paths:
@@ -54,6 +57,7 @@ def default_paths(env: Mapping[str, str], platform: str, home: str) -> Paths:
         data = xdg("XDG_DATA_HOME", PurePosixPath(home, ".local", "share", "memoryd"))
         state = xdg("XDG_STATE_HOME", PurePosixPath(home, ".local", "state", "memoryd"))
     runtime = xdg("XDG_RUNTIME_DIR", state)
+    xdg_runtime = env.get("XDG_RUNTIME_DIR", "") if runtime != state else ""
     config_dir = xdg("XDG_CONFIG_HOME", PurePosixPath(home, ".config", "memoryd"))
     config = env.get("MEMORYD_CONFIG") or str(config_dir / "config.toml")
     return Paths(
@@ -63,6 +67,7 @@ def default_paths(env: Mapping[str, str], platform: str, home: str) -> Paths:
         socket_path=str(runtime / "memoryd.sock"),
         config_file=_expand(config, home),
         home=home,
+        xdg_runtime_dir=xdg_runtime,
     )
 
 
@@ -84,4 +89,16 @@ def effective_paths(config: Config, defaults: Paths) -> Paths:
         socket_path=socket or defaults.socket_path,
         config_file=defaults.config_file,
         home=defaults.home,
+        xdg_runtime_dir="" if socket else defaults.xdg_runtime_dir,
+    )
+
+
+def runtime_dir_problem(paths: Paths, exists: bool) -> str | None:
+    """Why the socket cannot be placed, given whether ``paths.xdg_runtime_dir`` exists."""
+    if not paths.xdg_runtime_dir or exists:
+        return None
+    return (
+        f"XDG_RUNTIME_DIR={paths.xdg_runtime_dir} does not exist; memoryd never creates it "
+        "(the login manager does). Log in again, fix or unset XDG_RUNTIME_DIR, or set "
+        "daemon.socket"
     )

@@ -44,6 +44,7 @@ CODE_NAMES: Final[dict[int, str]] = {
 """The ``error.data.code`` sent with each JSON-RPC code when no memoryd code applies."""
 
 REQUEST_TOO_LARGE: Final = "request_too_large"
+REQUEST_TIMEOUT: Final = "request_timeout"
 
 RequestId = int | str | None
 """A JSON-RPC id: a string, an integer or null."""

@@ -116,6 +116,9 @@ Restart=on-failure
 RestartSec=2
 # A graceful stop takes under 5 s; after this systemd kills.
 TimeoutStopSec=15
+# Descriptors: up to daemon.max_connections (512) clients plus a few per open workspace
+# (index, WAL, watcher); the default soft limit of 1024 is too tight for both.
+LimitNOFILE=8192
 StandardOutput=journal
 StandardError=journal
 SyslogIdentifier=memoryd

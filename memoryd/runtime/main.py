@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import signal
 import sys
 from collections.abc import Callable, Mapping
@@ -29,6 +30,7 @@ import anyio
 import structlog
 
 from memoryd.core.config import Config
+from memoryd.core.paths import runtime_dir_problem
 from memoryd.errors import ConfigError, only_error
 from memoryd.providers.factory import make_provider
 from memoryd.runtime.adapters import notify
@@ -46,6 +48,7 @@ from memoryd.runtime.supervisor import (
     WatchFn,
 )
 from memoryd.store import configfile
+from memoryd.store.files import make_private_dirs
 
 log = structlog.get_logger(__name__)
 
@@ -115,6 +118,8 @@ class Daemon:
             self.socket_path,
             self.methods,
             max_request_bytes=self.config.daemon.max_request_bytes,
+            request_timeout=self.config.daemon.request_timeout_secs,
+            max_connections=self.config.daemon.max_connections,
             stop_timeout=grace_secs,
         )
         self._stopping = False
@@ -163,7 +168,17 @@ class Daemon:
         log.info("daemon.stopped")
 
     def _prepare_root(self) -> None:
-        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        paths = self.loaded.paths
+        problem = runtime_dir_problem(paths, os.path.isdir(paths.xdg_runtime_dir or "/"))
+        if problem is not None:
+            raise ConfigError(problem, key="XDG_RUNTIME_DIR")
+        try:
+            make_private_dirs(self.root)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot create the memory root {self.root}: {exc.strerror or exc}",
+                key="memory.root",
+            ) from exc
 
     async def _serve(self, served: anyio.Event) -> None:
         try:

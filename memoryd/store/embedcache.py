@@ -24,6 +24,7 @@ from pathlib import Path
 
 from memoryd.errors import StorageError
 from memoryd.store.connection import set_wal
+from memoryd.store.files import make_private_dirs
 
 SCHEMA_VERSION = 1
 _IN_CHUNK = 400  # keys per SELECT … IN (…), well under SQLite's parameter limit
@@ -132,7 +133,7 @@ class EmbeddingCacheStore:
 
     def _open(self) -> sqlite3.Connection:
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            make_private_dirs(self.path.parent)
         except OSError as exc:
             raise StorageError(
                 f"cannot create the embedding cache directory {self.path.parent}: {exc}"

@@ -202,6 +202,28 @@ def ensure_file(path: Path, template_text: str) -> bool:
     return True
 
 
+def make_private_dirs(directory: Path, mode: int = 0o700) -> None:
+    """Create ``directory`` and every missing ancestor, each exactly ``mode`` (0700) whatever
+    the umask (``Path.mkdir(parents=True)`` makes the ancestors 0755). Existing directories
+    are left as they are. Raises :class:`OSError`.
+    """
+    missing: list[Path] = []
+    current = directory
+    while not current.is_dir():
+        missing.append(current)
+        if current.parent == current:
+            break
+        current = current.parent
+    for path in reversed(missing):
+        try:
+            path.mkdir(mode=mode)
+        except FileExistsError:
+            if not path.is_dir():
+                raise
+            continue
+        os.chmod(path, mode)
+
+
 def sweep_temp_files(directories: Iterable[Path], *, older_than: float, now: float) -> int:
     """Remove temp files of atomic writes that a killed process left behind (older than
     ``older_than`` seconds, so a write under way is never touched); returns how many."""

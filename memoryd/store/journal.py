@@ -39,6 +39,7 @@ import structlog
 
 from memoryd.core.flushing import ROLES, Message
 from memoryd.errors import StorageError
+from memoryd.store.files import make_private_dirs
 
 log = structlog.get_logger(__name__)
 
@@ -322,7 +323,7 @@ class Journal:
         """Open for appending; returns the recovered state when a valid journal exists
         (its torn tail cut off), else creates a new journal with ``header`` → None."""
         try:
-            self.live_dir.mkdir(mode=_DIR_MODE, parents=True, exist_ok=True)
+            make_private_dirs(self.live_dir)
         except OSError as exc:
             raise _error("create the directory of", self.path, exc) from exc
         state = load(self.path)

@@ -24,6 +24,7 @@ from pathlib import Path
 from memoryd.core.workspace import GLOBAL_FILES, MEMORY_FILE, SESSIONS_DIR, WorkspaceKey
 from memoryd.core.workspace import workspace_key as make_workspace_key
 from memoryd.errors import PathOutsideMemory, StorageError, WorkspaceNotFound
+from memoryd.store.files import make_private_dirs
 from memoryd.store.gitinfo import find_origin
 
 MAX_CLIENT_PATH = 1024
@@ -110,7 +111,7 @@ def ensure_workspace_dirs(ws: Workspace) -> None:
     """
     root = ws.dir.parent
     try:
-        root.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(root.parent)
     except OSError as exc:
         raise _dir_error(root.parent, exc) from exc
     for directory in (root, ws.dir, ws.sessions_dir, ws.live_dir, ws.history_dir):

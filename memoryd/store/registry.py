@@ -33,7 +33,7 @@ import structlog
 
 from memoryd.core.workspace import SLUG_MAX, hash8_of, slugify, workspace_key
 from memoryd.errors import StorageError
-from memoryd.store.files import atomic_write_text, read_bytes
+from memoryd.store.files import atomic_write_text, make_private_dirs, read_bytes
 from memoryd.store.layout import Workspace
 
 log = structlog.get_logger(__name__)
@@ -165,7 +165,7 @@ def record_workspace(root: Path, ws: Workspace, now: datetime | None = None) -> 
             "workspaces": {name: entries[name].to_dict() for name in sorted(entries)},
         }
         try:
-            root.mkdir(parents=True, exist_ok=True, mode=0o700)
+            make_private_dirs(root)
             atomic_write_text(
                 registry_path(root), json.dumps(document, indent=2, ensure_ascii=False) + "\n"
             )

@@ -10,8 +10,15 @@
 3. listen, ``chmod 0600`` the socket, then ``task_status.started()`` (the moment to send
    ``READY=1``);
 4. serve until :meth:`SocketServer.stop`. Per connection: on Linux the peer's uid is checked
-   (``SO_PEERCRED``) and other users are disconnected unanswered; then one JSON-RPC message
-   per line. Each request runs in its own task (at most ``max_in_flight`` per connection;
+   (``SO_PEERCRED``) and other users are disconnected unanswered. At most ``max_connections``
+   are served at once (they are all ours): one more takes the place of the connection whose
+   partial request line is the oldest (a client that sends half a line and waits is the
+   cheapest way to hold a descriptor), and when no connection holds a partial line the new
+   one gets a JSON-RPC error line (``too_many_connections``) and is closed — the listener
+   never starves, whatever clients do. Then one JSON-RPC message per line; a partial line
+   older than ``request_timeout`` seconds gets an error (``request_timeout``) and the
+   connection is closed (an idle connection between lines may stay). Each request runs in
+   its own task (at most ``max_in_flight`` per connection;
    beyond that the connection is not read, so a client cannot queue unbounded work) and its
    reply is written when it completes, carrying its id; writes are serialised and each must
    finish within ``send_timeout`` or the connection is given up (a client that stops reading
@@ -34,6 +41,7 @@ import socket
 import stat
 import struct
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Final
@@ -41,12 +49,13 @@ from typing import Any, Final
 import anyio
 import structlog
 from anyio.abc import SocketAttribute, SocketListener, SocketStream, TaskGroup, TaskStatus
-from anyio.streams.buffered import BufferedByteReceiveStream
 
 from memoryd.core.protocol import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
+    REQUEST_TIMEOUT,
     REQUEST_TOO_LARGE,
+    SERVER_ERROR,
     ErrorReply,
     Request,
     decode_line,
@@ -54,7 +63,8 @@ from memoryd.core.protocol import (
     encode_result,
     error_reply,
 )
-from memoryd.errors import AlreadyRunning, ConfigError, MemorydError
+from memoryd.errors import AlreadyRunning, ConfigError, MemorydError, TooManyConnections
+from memoryd.store.files import make_private_dirs
 
 Dispatch = Callable[[str, dict[str, Any]], Awaitable[Any]]
 """``(method, params) → JSON-able result``; raises MemorydError subclasses for errors."""
@@ -64,6 +74,8 @@ log = structlog.get_logger(__name__)
 _SUN_PATH_MAX: Final = 107  # bytes in sockaddr_un.sun_path, minus the terminating NUL
 _PROBE_TIMEOUT: Final = 2.0
 _ACCEPT_BACKOFF: Final = 0.1
+_REFUSE_TIMEOUT: Final = 1.0  # seconds to write the refusal line to a connection over the cap
+_READ_SIZE: Final = 65536
 
 
 class SocketServer:
@@ -82,10 +94,20 @@ class SocketServer:
         max_in_flight: int = 64,
         send_timeout: float = 30.0,
         stop_timeout: float = 5.0,
+        request_timeout: float = 30.0,
+        max_connections: int = 512,
     ) -> None:
         self.path = path
         self._dispatch = dispatch
         self._max_request_bytes = max_request_bytes
+        self._request_timeout = request_timeout
+        self._max_connections = max_connections
+        self.refused = 0
+        """Connections refused because ``max_connections`` were open (since start)."""
+        self.evicted = 0
+        """Connections closed to make room: they held the oldest partial line."""
+        self.timed_out = 0
+        """Connections closed because a partial line was older than ``request_timeout``."""
         self._max_in_flight = max_in_flight
         self._send_timeout = send_timeout
         self._stop_timeout = stop_timeout
@@ -176,12 +198,16 @@ class SocketServer:
         async with stream:
             if self._stopping or not _peer_allowed(stream):
                 return
+            if len(self._connections) >= self._max_connections and not self._make_room():
+                await self._refuse(stream)
+                return
             connection = _Connection(
                 stream,
                 self._dispatch,
                 max_request_bytes=self._max_request_bytes,
                 max_in_flight=self._max_in_flight,
                 send_timeout=self._send_timeout,
+                request_timeout=self._request_timeout,
             )
             self._connections.add(connection)
             try:
@@ -190,8 +216,46 @@ class SocketServer:
                 log.exception("server.connection_failed")
             finally:
                 self._connections.discard(connection)
+                if connection.timed_out:
+                    self.timed_out += 1
                 if self._stopping and not self._connections and self._drained is not None:
                     self._drained.set()
+
+    def _make_room(self) -> bool:
+        """Close the connection holding the oldest partial line; False if none holds one."""
+        holders = [c for c in self._connections if c.partial_since is not None]
+        if not holders:
+            return False
+        oldest = min(holders, key=lambda c: c.partial_since or 0.0)
+        self._connections.discard(oldest)
+        oldest.evict()
+        self.evicted += 1
+        log.warning(
+            "server.connection_evicted",
+            reason="max_connections reached; it held the oldest partial request line",
+            max_connections=self._max_connections,
+            evicted=self.evicted,
+        )
+        return True
+
+    async def _refuse(self, stream: SocketStream) -> None:
+        """Tell a connection over the cap why it is closed (one error line), then close it."""
+        self.refused += 1
+        if self.refused == 1 or self.refused % 100 == 0:
+            log.warning(
+                "server.connection_refused",
+                max_connections=self._max_connections,
+                refused=self.refused,
+            )
+        error = TooManyConnections(
+            f"too many connections: memoryd serves at most {self._max_connections} at once "
+            "(daemon.max_connections); retry later",
+            max_connections=self._max_connections,
+        )
+        reply = ErrorReply(None, SERVER_ERROR, error.message, error.to_dict())
+        with anyio.move_on_after(_REFUSE_TIMEOUT):
+            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                await stream.send(reply.encode())
 
     def _remove_socket_file(self) -> None:
         """Unlink the socket file if it is still the one we bound."""
@@ -215,9 +279,14 @@ class _Connection:
         max_request_bytes: int,
         max_in_flight: int,
         send_timeout: float,
+        request_timeout: float,
     ) -> None:
         self._stream = stream
-        self._reader = BufferedByteReceiveStream(stream)
+        self._buffer = bytearray()
+        self._request_timeout = request_timeout
+        self.partial_since: float | None = None
+        """When (monotonic) the first byte of the request line being read arrived."""
+        self.timed_out = False
         self._dispatch = dispatch
         self._max_request_bytes = max_request_bytes
         self._send_timeout = send_timeout
@@ -230,6 +299,12 @@ class _Connection:
         """Read no further requests; those in flight still answer."""
         self._reading.cancel()
 
+    def evict(self) -> None:
+        """Close this connection now (its place is given to a new one)."""
+        self._give_up()
+        with contextlib.suppress(OSError):
+            self._stream.extra(SocketAttribute.raw_socket).shutdown(socket.SHUT_RDWR)
+
     async def run(self) -> None:
         async with anyio.create_task_group() as tg:
             with self._reading:
@@ -237,18 +312,17 @@ class _Connection:
         # Leaving the task group waits for the requests still in flight.
 
     async def _read_requests(self, tg: TaskGroup) -> None:
-        limit = self._max_request_bytes
         while True:
             try:
-                line = await self._reader.receive_until(b"\n", limit + 1)
-            except anyio.DelimiterNotFound:
+                line = await self._read_line()
+            except _LineTooLarge:
                 await self._refuse_too_large()
                 return
-            except (anyio.IncompleteRead, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            except TimeoutError:
+                await self._refuse_timed_out()
+                return
+            except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
                 return  # EOF (maybe mid-line) or the peer is gone
-            if len(line) > limit:
-                await self._refuse_too_large()
-                return
             message = decode_line(line)
             if message is None:
                 continue
@@ -258,6 +332,49 @@ class _Connection:
                 continue
             await self._slots.acquire()
             tg.start_soon(self._answer, message)
+
+    async def _read_line(self) -> bytes:
+        """The next request line (without its newline).
+
+        Waiting between lines has no limit; once a line has begun it must end within
+        ``request_timeout`` seconds (TimeoutError) and ``max_request_bytes`` (_LineTooLarge).
+        """
+        buffer = self._buffer
+        searched = 0
+        while True:
+            end = buffer.find(b"\n", searched)
+            if end >= 0:
+                line = bytes(buffer[:end])
+                del buffer[: end + 1]
+                self.partial_since = time.monotonic() if buffer else None
+                if len(line) > self._max_request_bytes:
+                    raise _LineTooLarge
+                return line
+            if len(buffer) > self._max_request_bytes:
+                raise _LineTooLarge
+            searched = len(buffer)
+            if self.partial_since is None:
+                chunk = await self._stream.receive(_READ_SIZE)
+                self.partial_since = time.monotonic()
+            else:
+                left = self.partial_since + self._request_timeout - time.monotonic()
+                with anyio.fail_after(max(left, 0.0)):
+                    chunk = await self._stream.receive(_READ_SIZE)
+            buffer += chunk
+
+    async def _refuse_timed_out(self) -> None:
+        timeout = self._request_timeout
+        self.timed_out = True
+        log.warning("rpc.request_timeout", timeout_secs=timeout, pending_bytes=len(self._buffer))
+        reply = ErrorReply(
+            None,
+            INVALID_REQUEST,
+            f"request timed out: a request line must be complete within {timeout:g} s "
+            "(daemon.request_timeout_secs)",
+            {"code": REQUEST_TIMEOUT, "timeout_secs": timeout},
+        )
+        with anyio.move_on_after(_REFUSE_TIMEOUT):
+            await self._send(reply.encode())
 
     async def _refuse_too_large(self) -> None:
         limit = self._max_request_bytes
@@ -313,6 +430,10 @@ class _Connection:
         self._reading.cancel()
 
 
+class _LineTooLarge(Exception):
+    """A request line grew past ``max_request_bytes``."""
+
+
 def _memoryd_error(exc: BaseException) -> MemorydError | None:
     """``exc`` itself, or the single error inside (nested) exception groups, if a MemorydError."""
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
@@ -348,16 +469,12 @@ def _check_path_length(path: Path) -> None:
 def _prepare_directory(directory: Path) -> None:
     """Create ``directory`` 0700, or check that an existing one is private to us."""
     try:
-        directory.mkdir(mode=0o700, parents=True)
-    except FileExistsError:
-        pass
+        make_private_dirs(directory)  # each new directory 0700, whatever the umask
     except OSError as exc:
         raise ConfigError(
             f"cannot create socket directory {directory}: {exc.strerror or exc}",
             key="daemon.socket",
         ) from exc
-    else:
-        directory.chmod(0o700)  # mkdir's mode is filtered by the umask
     st = directory.stat()
     if not stat.S_ISDIR(st.st_mode):
         raise ConfigError(f"socket directory {directory} is not a directory", key="daemon.socket")

@@ -48,7 +48,7 @@ from memoryd.core.workspace import MEMORY_FILE
 from memoryd.errors import Busy, MemorydError, ModelNotConfigured, StorageError
 from memoryd.providers.llm import ChatModel
 from memoryd.runtime.workspace.filelock import file_lock
-from memoryd.store.files import atomic_write_text, read_bytes, read_text
+from memoryd.store.files import atomic_write_text, make_private_dirs, read_bytes, read_text
 from memoryd.store.gitguard import GitWriteCheck, check_git_write, write_guarded
 from memoryd.store.layout import experience_file
 from memoryd.store.registry import RegistryEntry, load_registry
@@ -184,7 +184,7 @@ class Confluence:
         return state
 
     def _write_state(self, state: dict[str, Any]) -> None:
-        self.state_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        make_private_dirs(self.state_path.parent)
         atomic_write_text(self.state_path, json.dumps(state, indent=1, ensure_ascii=False) + "\n")
 
     async def load(self) -> dict[str, Any]:

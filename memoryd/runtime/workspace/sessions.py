@@ -52,7 +52,7 @@ from memoryd.providers.llm import ChatModel
 from memoryd.runtime import failpoints
 from memoryd.runtime.workspace.filelock import file_lock
 from memoryd.runtime.workspace.memory import WorkspaceMemory
-from memoryd.store.files import append_section, read_text
+from memoryd.store.files import append_section, make_private_dirs, read_text
 from memoryd.store.journal import FlushState, Journal, JournalHeader, load_all
 from memoryd.store.layout import memory_relpath
 
@@ -514,7 +514,7 @@ class SessionManager:
         path = self.workspace.sessions_dir / name
 
         def write() -> None:
-            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            make_private_dirs(path.parent)
             if once and section.strip() in (read_text(path) or ""):
                 return
             append_section(path, section)
