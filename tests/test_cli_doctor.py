@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from memoryd.providers.local import local_available
+from tests.support.fake_embeddings import EmbeddingServer
 from tests.support.fake_llm import FakeLLM
 from tests.test_cli_memory import run
 
@@ -24,53 +23,6 @@ def closed_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
     return port
-
-
-class EmbeddingServer:
-    """A loopback `/v1/embeddings` endpoint answering 3-d vectors (or hanging on request)."""
-
-    def __init__(self, *, hang: bool = False) -> None:
-        self.hang = hang
-        self.release = threading.Event()
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                if server.hang:
-                    server.release.wait(10)
-                data = [
-                    {"index": i, "embedding": [1.0, 0.0, 0.0]} for i in range(len(body["input"]))
-                ]
-                payload = json.dumps({"data": data}).encode()
-                try:
-                    self.send_response(200)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(payload)))
-                    self.end_headers()
-                    self.wfile.write(payload)
-                except OSError:
-                    pass  # the client gave up
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def __enter__(self) -> EmbeddingServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 @pytest.fixture
@@ -128,8 +80,8 @@ def test_doctor_probes_an_openai_embedding_endpoint_and_reports_a_down_or_slow_o
         code, out, _ = run(capsys, "doctor", "--json")
     emb = _checks(out)["embeddings"]
     assert emb["ok"] is True and code == 0, out
-    assert emb["detail"].startswith("provider = openai: openai/mini@3 at ")
-    assert "(3-d)" in emb["detail"]
+    assert emb["detail"].startswith("provider = openai: openai/mini@16 at ")
+    assert "(16-d)" in emb["detail"]
 
     with EmbeddingServer(hang=True) as server:
         config_file.write_text(

@@ -29,9 +29,10 @@ from typing import Any
 import anyio
 import structlog
 
+from memoryd.core import gitignore
 from memoryd.core.config import Config
 from memoryd.core.paths import runtime_dir_problem
-from memoryd.errors import ConfigError, only_error
+from memoryd.errors import ConfigError, StorageError, only_error
 from memoryd.providers.factory import make_provider
 from memoryd.runtime.adapters import notify
 from memoryd.runtime.adapters.logging import configure_logging
@@ -48,12 +49,13 @@ from memoryd.runtime.supervisor import (
     WatchFn,
 )
 from memoryd.store import configfile
-from memoryd.store.files import make_private_dirs
+from memoryd.store.files import atomic_write_text, make_private_dirs, read_text
 
 log = structlog.get_logger(__name__)
 
 GRACE_SECS = 5.0
 CACHE_DIR = ".cache"  # under the memory root: the embedding cache outlives every index
+GITIGNORE = ".gitignore"
 
 
 def loop_name() -> str:
@@ -179,6 +181,18 @@ class Daemon:
                 f"cannot create the memory root {self.root}: {exc.strerror or exc}",
                 key="memory.root",
             ) from exc
+        self._merge_gitignore()
+
+    def _merge_gitignore(self) -> None:
+        """Give the memory root a ``.gitignore`` for derived files (never dropping a line)."""
+        path = self.root / GITIGNORE
+        try:
+            text = gitignore.merged(read_text(path))
+            if text is not None:
+                atomic_write_text(path, text)
+                log.info("memory.gitignore_updated", path=str(path))
+        except StorageError as exc:
+            log.warning("memory.gitignore_failed", path=str(path), error=str(exc))
 
     async def _serve(self, served: anyio.Event) -> None:
         try:

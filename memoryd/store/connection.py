@@ -103,7 +103,7 @@ def connect(path: Path | str, *, busy_timeout_ms: int = 5000) -> tuple[Connectio
     database's mode), so the index — which holds the memory's text — is owner-only.
     Raises the driver's :data:`DatabaseError` when the file is not a usable database.
     """
-    _create_private(path)
+    create_private(path)
     conn = driver.connect(str(path), check_same_thread=False, isolation_level=None)
     try:
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
@@ -124,7 +124,7 @@ def connect(path: Path | str, *, busy_timeout_ms: int = 5000) -> tuple[Connectio
     return conn, caps
 
 
-def _create_private(path: Path | str) -> None:
+def create_private(path: Path | str) -> None:
     """Create the database file ``0600`` unless it exists (or is in memory)."""
     if str(path) == ":memory:" or str(path).startswith("file:"):
         return

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from memoryd.errors import StorageError
-from memoryd.store.connection import set_wal
+from memoryd.store.connection import create_private, set_wal
 from memoryd.store.files import make_private_dirs
 
 SCHEMA_VERSION = 1
@@ -138,6 +138,7 @@ class EmbeddingCacheStore:
             raise StorageError(
                 f"cannot create the embedding cache directory {self.path.parent}: {exc}"
             ) from exc
+        create_private(self.path)  # 0600 (its -wal and -shm files take its mode)
         conn = sqlite3.connect(
             self.path,
             timeout=self._busy_timeout_ms / 1000,
