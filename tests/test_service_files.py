@@ -261,3 +261,59 @@ def test_install_replaces_an_older_agent_and_creates_the_log_dir(tmp_path: Path)
     assert written.read_text(encoding="utf-8") == new.content
     assert stat.S_IMODE(written.stat().st_mode) == 0o644
     assert (home / "Library/Logs/memoryd").is_dir()
+
+
+# --- a pipx-style installation ---------------------------------------------------------------
+
+
+def _pipx_style_install(tmp_path: Path) -> tuple[Path, Path]:
+    """memoryd installed as pipx (or `uv tool install`) does it: its own virtualenv with the
+    console script in its ``bin/``, and a symlink to that script on the user's PATH.
+
+    The virtualenv finds memoryd and its dependencies through a ``.pth`` file (no network);
+    returns (the venv's ``bin/memoryd``, the symlink in ``~/.local/bin``).
+    """
+    venv = tmp_path / "pipx" / "venvs" / "memoryd"
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=60
+    )
+    site = next(venv.glob("lib/python*/site-packages"))
+    here = [p for p in sys.path if p.endswith("site-packages")]
+    (site / "memoryd-test.pth").write_text("\n".join([str(REPO), *here]) + "\n")
+    script = venv / "bin" / "memoryd"
+    script.write_text(  # what pip writes for a console_scripts entry point
+        f"#!{venv / 'bin' / 'python'}\n"
+        "import sys\nfrom memoryd.cli import main\nif __name__ == '__main__':\n"
+        "    sys.exit(main())\n"
+    )
+    script.chmod(0o755)
+    local_bin = tmp_path / "home" / ".local" / "bin"
+    local_bin.mkdir(parents=True)
+    (local_bin / "memoryd").symlink_to(script)
+    return script, local_bin / "memoryd"
+
+
+def test_install_service_from_a_pipx_install_runs_that_installations_entry_point(
+    tmp_path: Path,
+) -> None:
+    script, on_path = _pipx_style_install(tmp_path)
+    home = tmp_path / "home"
+    env = {"HOME": str(home), "PATH": f"{on_path.parent}:/usr/bin:/bin"}
+    done = subprocess.run(
+        ["memoryd", "install-service", "--dry-run"],
+        env={**env, "MEMORYD_HOME": str(tmp_path / "state")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    unit_text = done.stdout.split("\n", 1)[1].split("# then enable")[0]
+    service = parse_unit(unit_text)["Service"]
+    command = exec_args(service["ExecStart"][0])
+    assert command == [str(script), "serve", "--foreground"]  # the venv's, not this one's
+    assert not command[0].startswith(str(Path(sys.executable).parent))
+    ran = subprocess.run(  # and the program the unit names runs this memoryd
+        [command[0], "--version"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert ran.returncode == 0 and ran.stdout.startswith("memoryd "), ran.stderr
