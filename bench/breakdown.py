@@ -28,7 +28,7 @@ from memoryd.core.chunking import chunk_ids, chunk_markdown
 from memoryd.core.keywords import build_match_query, fts_text
 from memoryd.core.protocol import encode_result
 from memoryd.core.ranking import Ranked, RankParams, rank
-from memoryd.runtime.workspace.memory import SearchHit, SearchResponse
+from memoryd.runtime.workspace.search import SearchHit, SearchResponse
 from memoryd.store.index import CURATED, Index
 
 MS = 1000.0
@@ -205,12 +205,12 @@ def py_spy_profile(pid: int, seconds: float, out: Path) -> subprocess.Popen[byte
 
 
 FOCUS = (
-    ("SQLite FTS query (Index.fts)", "Index.fts (memoryd/store/index.py"),
+    ("SQLite FTS query (Index.fts)", ".fts (memoryd/store/index/reader.py"),
     ("sqlite-vec KNN scan (*.knn in memoryd/store)", ".knn (memoryd/store/"),
-    ("load candidate rows (Index.load)", "Index.load (memoryd/store/index.py"),
-    ("bump access count (Index.bump_access)", "Index.bump_access (memoryd/store/index.py"),
-    ("sync dirty files (Index.sync_paths)", "Index.sync_paths (memoryd/store/index.py"),
-    ("embed loop DB phases (pending_vectors)", "Index.pending_vectors (memoryd/store/index.py"),
+    ("load candidate rows (Index.load)", ".load (memoryd/store/index/reader.py"),
+    ("bump access count (Index.bump_access)", ".bump_access (memoryd/store/index/reader.py"),
+    ("sync dirty files (Index.sync_paths)", ".sync_paths (memoryd/store/index/writer.py"),
+    ("embed loop DB phases (pending_vectors)", ".pending_vectors (memoryd/store/index/vectors.py"),
     ("merge + rank (core.ranking.rank)", "rank (memoryd/core/ranking.py"),
     ("query keywords (build_match_query)", "build_match_query (memoryd/core/keywords.py"),
     ("query embedding (provider)", "embed (memoryd/providers/embeddings.py"),

@@ -28,7 +28,8 @@ from memoryd.providers.embeddings import EmbeddingProvider
 from memoryd.providers.llm import ChatModel
 from memoryd.runtime.adapters.watcher import watch_memory, workspace_targets
 from memoryd.runtime.workspace.dreamer import Dreamer
-from memoryd.runtime.workspace.memory import SearchResponse, WorkspaceMemory
+from memoryd.runtime.workspace.memory import WorkspaceMemory
+from memoryd.runtime.workspace.search import SearchResponse
 from memoryd.runtime.workspace.sessions import SessionManager
 from memoryd.store.files import sweep_temp_files
 from memoryd.store.layout import Workspace, ensure_workspace_dirs

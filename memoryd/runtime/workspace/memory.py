@@ -12,12 +12,10 @@ count of what was returned to the caller.
 from __future__ import annotations
 
 import functools
-import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -27,11 +25,13 @@ import structlog
 from memoryd.core.config import Config
 from memoryd.core.keywords import build_match_query
 from memoryd.core.notes import format_note, numbered_lines
-from memoryd.core.ranking import Ranked, RankParams, cosine_from_l2, rank
+from memoryd.core.ranking import Candidate, RankParams, cosine_from_l2, rank
 from memoryd.core.templates import global_template, workspace_template
 from memoryd.errors import InvalidParams, NotFound, StorageError
 from memoryd.providers.embeddings import EmbeddingProvider, normalize, similarity_scale
+from memoryd.runtime.workspace.embedding import EmbeddingState
 from memoryd.runtime.workspace.filelock import file_lock
+from memoryd.runtime.workspace.search import Neighbours, SearchHit, SearchResponse, SideScan
 from memoryd.store.connection import DatabaseError
 from memoryd.store.files import append_section, ensure_file, read_text
 from memoryd.store.index import ChunkSettings, Index, SyncReport, knn_k
@@ -44,132 +44,8 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 
 SOURCES = ("global", "workspace", "session")
-SNIPPET_CHARS = 700
 BATCH_SYNC_MIN = 16  # sync this many dirty files or more in batched transactions
 MAX_GET_CHARS = 256 * 1024  # memory.get answers at most this much text; the rest by `from`
-SEARCH_RETRY_START = 5.0  # after a provider failure, searches skip vectors this long, doubling
-SEARCH_RETRY_MAX = 300.0
-
-
-@dataclass(frozen=True, slots=True)
-class SearchHit:
-    chunk_id: str
-    path: str
-    start_line: int
-    end_line: int
-    score: float
-    source: str
-    snippet: str
-    chunk_time: str | None
-    heading: str
-
-    @classmethod
-    def from_ranked(cls, item: Ranked) -> SearchHit:
-        c = item.candidate
-        when = (
-            datetime.fromtimestamp(c.chunk_time, UTC).isoformat(timespec="seconds")
-            if c.chunk_time is not None
-            else None
-        )
-        snippet = c.text.strip()
-        if len(snippet) > SNIPPET_CHARS:
-            snippet = snippet[: SNIPPET_CHARS - 1].rstrip() + "…"
-        return cls(
-            chunk_id=c.chunk_id,
-            path=c.path,
-            start_line=c.start_line,
-            end_line=c.end_line,
-            score=round(item.reported_score, 6),
-            source=c.source,
-            snippet=snippet,
-            chunk_time=when,
-            heading=c.heading,
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class SearchResponse:
-    results: list[SearchHit]
-    mode: str  # "hybrid" | "fts_only" | "fts_fallback"
-    synced_paths: int
-    generation: int
-    took_ms: float
-    warning: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "results": [
-                {name: getattr(hit, name) for name in SearchHit.__slots__} for hit in self.results
-            ],
-            "mode": self.mode,
-            "synced_paths": self.synced_paths,
-            "generation": self.generation,
-            "took_ms": self.took_ms,
-        }
-        if self.warning:
-            out["warning"] = self.warning
-        return out
-
-
-@dataclass(slots=True)
-class EmbeddingState:
-    """What `status` shows about the provider: active model, progress, last error.
-
-    A *run* is a stretch of batches with chunks pending (a rebuild after a model change, a
-    burst of new notes); its rate — vectors stored per second since the run's first batch
-    began — gives the ETA. Consecutive provider failures (batches or query embeddings) make
-    searches skip the query embedding for a while (``search_retry_at``), so a provider that is
-    down or hung costs one slow search, not every search.
-    """
-
-    provider: str | None = None
-    last_error: str | None = None
-    last_error_at: float | None = None
-    embedded: int = 0  # vectors stored by this process
-    run_started_at: float | None = None
-    run_embedded: int = 0
-    failures: int = 0  # consecutive provider failures
-    search_retry_at: float = 0.0
-
-    def begin_batch(self, now: float) -> None:
-        if self.run_started_at is None:
-            self.run_started_at, self.run_embedded = now, 0
-
-    def end_run(self) -> None:
-        self.run_started_at, self.run_embedded = None, 0
-
-    def stored(self, count: int) -> None:
-        self.embedded += count
-        self.run_embedded += count
-        self.succeeded()
-
-    def succeeded(self) -> None:
-        self.last_error, self.failures, self.search_retry_at = None, 0, 0.0
-
-    def failed(self, reason: str, now: float) -> None:
-        self.last_error, self.last_error_at = reason, now
-        self.failures += 1
-        pause = min(SEARCH_RETRY_MAX, SEARCH_RETRY_START * 2 ** (self.failures - 1))
-        self.search_retry_at = now + pause
-
-    def progress(self, pending: int, total: int, now: float) -> dict[str, Any]:
-        """done/total, rate (vectors/s in the current run) and ETA."""
-        rate = None
-        started = self.run_started_at
-        if started is not None and self.run_embedded and now > started:
-            rate = self.run_embedded / (now - started)
-        return {
-            "done": total - pending,
-            "total": total,
-            "pending": pending,
-            "rate_per_sec": round(rate, 2) if rate else None,
-            "eta_secs": round(pending / rate, 1)
-            if rate and pending
-            else (0.0 if not pending else None),
-            "last_error": self.last_error,
-            "last_error_at": self.last_error_at,
-            "failures": self.failures,
-        }
 
 
 @dataclass(slots=True)
@@ -356,9 +232,12 @@ class WorkspaceMemory:
         )
 
     async def _query_vector(self, query: str) -> tuple[list[float] | None, str, str | None]:
+        """The search's first phase: the query's embedding, the mode and a warning."""
         provider = self.provider
         if provider is None:
             return None, "fts_only", None
+        if not query.strip():
+            return None, "hybrid", None
         if not self.provider_ready or self.index.vec_dims is None:
             return None, "fts_fallback", "the embedding provider is not ready yet"
         state = self.embedding
@@ -387,7 +266,8 @@ class WorkspaceMemory:
         sources: Sequence[str] | None = None,
         count_access: bool = True,
     ) -> SearchResponse:
-        """Hybrid search (SPEC §5). ``count_access=False`` for internal searches."""
+        """Hybrid search (SPEC §5): embed the query, one DB phase, rank.
+        ``count_access=False`` for internal searches."""
         started = time.perf_counter()
         if sources is not None:
             bad = [s for s in sources if s not in SOURCES]
@@ -397,77 +277,13 @@ class WorkspaceMemory:
         if params.max_results < 1:
             raise InvalidParams("max_results must be at least 1")
         match = build_match_query(query)
-        vector, mode, warning = (
-            await self._query_vector(query)
-            if query.strip()
-            else (
-                None,
-                "fts_only" if self.provider is None else "hybrid",
-                None,
-            )
+        vector, mode, warning = await self._query_vector(query)
+        report, candidates, generation = await self._read_candidates(
+            match, vector, params.max_results * 3, sources
         )
-        limit = params.max_results * 3
-        dirty = self._take_dirty()
-
-        use_vectors = vector is not None and self.index.vec_dims is not None
-        # Without an in-memory copy, vec0's scan runs on the reader's connection in parallel.
-        scan_vectors = use_vectors and self.index.mirror is None
-        knn_k_ = knn_k(limit, sources)
-        knn_box: list[list[tuple[int, float]] | None] = []
-        scanned = threading.Event()
-
-        def phase() -> tuple[SyncReport, list[Any], int]:
-            report = self._sync_tolerant(dirty) if dirty else SyncReport()
-            # The in-memory copy (exact, a few ms per 100k vectors) is scanned meanwhile.
-            copy_scan = (
-                self._scan_copy(vector or [], knn_k_) if use_vectors and not scan_vectors else None
-            )
-            try:
-                hits = self.index.fts_hits(match, limit, sources)
-            except BaseException:
-                if copy_scan is not None:  # nothing may change the copy while it is read
-                    wait([copy_scan])
-                raise
-            knn: list[tuple[int, float]] | None = None
-            if scan_vectors:  # the scan ran meanwhile on the reader's connection and thread
-                scanned.wait(self.config.embedding.timeout_secs + 5)
-                knn = knn_box[0] if knn_box else None
-                if knn is None:  # the reader failed: scan here instead
-                    knn = self.index.knn(vector or [], knn_k_)
-            elif copy_scan is not None:
-                knn = copy_scan.result()
-            found = self.index.merged(hits, knn, sources)
-            stale = self.index.stale(c.path for c in found)
-            if stale:  # changed on disk, not yet reported by the watcher: sync, read again
-                report.add(self._sync_tolerant(stale))
-                found = self.index.candidates(match, vector, limit, sources)
-            return report, found, self.index.generation()
-
-        async def scan() -> None:
-            try:
-                knn_box.append(
-                    await anyio.to_thread.run_sync(
-                        functools.partial(
-                            self._vectors.knn, vector or [], knn_k_, rebuilds=self.index.rebuilds
-                        ),
-                        limiter=self._vec_db,
-                    )
-                )
-            finally:
-                scanned.set()
-
-        if scan_vectors:
-            # SQLite work on two connections, two threads: this index's connection syncs and
-            # runs FTS while the reader scans vectors; the phase waits for the scan to merge.
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(scan)
-                report, candidates, generation = await self._run(phase)
-        else:
-            report, candidates, generation = await self._run(phase)
         if report.failed:  # answer from the index as it is; say what it is missing
             warning = f"the index could not take every change: {report.failed[0][1].message}"
-        ranked = rank(candidates, params, self.clock())
-        hits = [SearchHit.from_ranked(item) for item in ranked]
+        hits = [SearchHit.from_ranked(item) for item in rank(candidates, params, self.clock())]
         if count_access:
             self._accesses.extend(h.chunk_id for h in hits)  # recorded by the next phase
         took_ms = round((time.perf_counter() - started) * 1000, 3)
@@ -480,6 +296,65 @@ class WorkspaceMemory:
             synced_paths=report.synced,
         )
         return SearchResponse(hits, mode, report.synced, generation, took_ms, warning)
+
+    async def _read_candidates(
+        self,
+        match: str | None,
+        vector: list[float] | None,
+        limit: int,
+        sources: Sequence[str] | None,
+    ) -> tuple[SyncReport, list[Candidate], int]:
+        """The search's DB phase (SPEC §5 steps 1–3). Without an in-memory copy of the
+        vectors, sqlite-vec's scan runs beside it on the reader's connection (a
+        :class:`SideScan`); the phase waits for it to merge."""
+        dirty = self._take_dirty()
+        k = knn_k(limit, sources)
+        side = None
+        if vector is not None and self.index.vec_dims is not None and self.index.mirror is None:
+            scan = functools.partial(self._vectors.knn, vector, k, rebuilds=self.index.rebuilds)
+            side = SideScan(scan)
+        args = (dirty, match, vector, limit, sources, side)
+        if side is None:
+            return await self._run(self._candidates_phase, *args)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(side.run, self._vec_db)
+            read = await self._run(self._candidates_phase, *args)
+        return read
+
+    def _candidates_phase(
+        self,
+        dirty: list[Path],
+        match: str | None,
+        vector: list[float] | None,
+        limit: int,
+        sources: Sequence[str] | None,
+        side: SideScan | None,
+    ) -> tuple[SyncReport, list[Candidate], int]:
+        """Sync the dirty files, FTS and KNN, load the candidates (in the index's thread)."""
+        report = self._sync_tolerant(dirty) if dirty else SyncReport()
+        k = knn_k(limit, sources)
+        # The in-memory copy (exact, a few ms per 100k vectors) is scanned meanwhile.
+        use_copy = vector is not None and self.index.vec_dims is not None and side is None
+        copy_scan = self._scan_copy(vector or [], k) if use_copy else None
+        try:
+            hits = self.index.fts_hits(match, limit, sources)
+        except BaseException:
+            if copy_scan is not None:  # nothing may change the copy while it is read
+                wait([copy_scan])
+            raise
+        knn: Neighbours | None = None
+        if side is not None:  # the scan ran meanwhile on the reader's connection and thread
+            knn = side.hits(self.config.embedding.timeout_secs + 5)
+            if knn is None:  # the reader failed: scan here instead
+                knn = self.index.knn(vector or [], k)
+        elif copy_scan is not None:
+            knn = copy_scan.result()
+        found = self.index.merged(hits, knn, sources)
+        stale = self.index.stale(c.path for c in found)
+        if stale:  # changed on disk, not yet reported by the watcher: sync, read again
+            report.add(self._sync_tolerant(stale))
+            found = self.index.candidates(match, vector, limit, sources)
+        return report, found, self.index.generation()
 
     # ------------------------------------------------------------------ embeddings
 

@@ -1,0 +1,105 @@
+"""What a search answers (its hits and response) and the KNN scan that runs beside its DB phase."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import anyio
+
+from memoryd.core.ranking import Ranked
+
+SNIPPET_CHARS = 700
+
+Neighbours = list[tuple[int, float]]  # (chunk seq, L2 distance), nearest first
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    chunk_id: str
+    path: str
+    start_line: int
+    end_line: int
+    score: float
+    source: str
+    snippet: str
+    chunk_time: str | None
+    heading: str
+
+    @classmethod
+    def from_ranked(cls, item: Ranked) -> SearchHit:
+        c = item.candidate
+        when = (
+            datetime.fromtimestamp(c.chunk_time, UTC).isoformat(timespec="seconds")
+            if c.chunk_time is not None
+            else None
+        )
+        snippet = c.text.strip()
+        if len(snippet) > SNIPPET_CHARS:
+            snippet = snippet[: SNIPPET_CHARS - 1].rstrip() + "…"
+        return cls(
+            chunk_id=c.chunk_id,
+            path=c.path,
+            start_line=c.start_line,
+            end_line=c.end_line,
+            score=round(item.reported_score, 6),
+            source=c.source,
+            snippet=snippet,
+            chunk_time=when,
+            heading=c.heading,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResponse:
+    results: list[SearchHit]
+    mode: str  # "hybrid" | "fts_only" | "fts_fallback"
+    synced_paths: int
+    generation: int
+    took_ms: float
+    warning: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "results": [
+                {name: getattr(hit, name) for name in SearchHit.__slots__} for hit in self.results
+            ],
+            "mode": self.mode,
+            "synced_paths": self.synced_paths,
+            "generation": self.generation,
+            "took_ms": self.took_ms,
+        }
+        if self.warning:
+            out["warning"] = self.warning
+        return out
+
+
+class SideScan:
+    """A KNN scan run beside a search's DB phase, on another connection and thread.
+
+    The DB phase syncs dirty files and runs the FTS query on the index's connection while
+    sqlite-vec's scan runs on the :class:`~memoryd.store.vectors.VectorReader`'s connection:
+    two phases on two cores instead of one after the other. :meth:`run` is the scan's task,
+    started beside the phase in the same task group; the phase takes the result with
+    :meth:`hits` (in its own thread) once its FTS query is done.
+    """
+
+    def __init__(self, scan: Callable[[], Neighbours | None]) -> None:
+        self._scan = scan
+        self._done = threading.Event()
+        self._hits: Neighbours | None = None
+
+    async def run(self, limiter: anyio.CapacityLimiter) -> None:
+        try:
+            self._hits = await anyio.to_thread.run_sync(self._scan, limiter=limiter)
+        finally:
+            self._done.set()
+
+    def hits(self, timeout: float) -> Neighbours | None:
+        """Wait (in the phase's thread) for the scan; None when it failed or took longer
+        than ``timeout`` seconds."""
+        self._done.wait(timeout)
+        return self._hits

@@ -1,0 +1,44 @@
+"""The small records the index takes and returns: chunk settings, sync reports, pending vectors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from memoryd.errors import StorageError
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkSettings:
+    max_chars: int = 1600
+    overlap_chars: int = 320
+
+
+@dataclass(slots=True)
+class SyncReport:
+    """What one sync phase did: paths looked at, re-chunked, removed; chunks added/removed."""
+
+    synced: int = 0
+    changed: int = 0
+    removed: int = 0
+    chunks_added: int = 0
+    chunks_removed: int = 0
+    errors: list[str] = field(default_factory=list)
+    failed: list[tuple[Path, StorageError]] = field(default_factory=list)
+    """Paths the index could not take (disk full …); they are still to be synced."""
+
+    def add(self, other: SyncReport) -> None:
+        self.synced += other.synced
+        self.changed += other.changed
+        self.removed += other.removed
+        self.chunks_added += other.chunks_added
+        self.chunks_removed += other.chunks_removed
+        self.errors.extend(other.errors)
+        self.failed.extend(other.failed)
+
+
+@dataclass(frozen=True, slots=True)
+class PendingVector:
+    seq: int
+    hash: str
+    text: str
