@@ -142,6 +142,7 @@ class IndexConfig:
     reconcile_secs: float = _num(300.0, above=True)
     watch_debounce_ms: int = _int(50)
     vectors_in_memory: str = _text("auto", choices=VECTORS_IN_MEMORY)
+    max_file_bytes: int = _int(16 * 1024 * 1024, low=1)
 
 
 @dataclass(frozen=True)

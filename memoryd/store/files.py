@@ -12,10 +12,13 @@ inject faults: ``monkeypatch.setattr(files._fs, "replace", boom)``.
 
 from __future__ import annotations
 
+import codecs
 import errno
 import os
 import secrets
+import stat
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from memoryd.core.notes import append_note
@@ -144,20 +147,126 @@ def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, _encode(text))
 
 
-def read_bytes(path: Path) -> bytes | None:
-    """The bytes of ``path``, or None if it does not exist."""
+class NotRegularFile(OSError):
+    """``path`` is a FIFO, socket or device: memoryd never reads one (a FIFO would block the
+    reader forever). ``kind`` names what it is."""
+
+    def __init__(self, path: Path | str, kind: str) -> None:
+        super().__init__(errno.EINVAL, f"not a regular file ({kind})", str(path))
+        self.kind = kind
+
+
+@dataclass(frozen=True, slots=True)
+class FileRead:
+    """What :func:`read_regular` read: at most ``max_bytes`` of a regular file."""
+
+    data: bytes
+    stat: os.stat_result
+    """The ``fstat`` of the file that was read (its full size, its mtime)."""
+    truncated: bool
+    """The file is larger than the limit: ``data`` is its beginning only."""
+
+
+_READ_STEP = 1 << 20
+_KINDS = (
+    (stat.S_ISFIFO, "fifo"),
+    (stat.S_ISSOCK, "socket"),
+    (stat.S_ISCHR, "character device"),
+    (stat.S_ISBLK, "block device"),
+    (stat.S_ISDIR, "directory"),
+)
+
+
+def file_kind(mode: int) -> str:
+    """``regular`` or what else a file of this ``st_mode`` is (``fifo``, ``socket`` …)."""
+    if stat.S_ISREG(mode):
+        return "regular"
+    return next((name for test, name in _KINDS if test(mode)), "special file")
+
+
+def read_regular(path: Path, max_bytes: int | None = None) -> FileRead:
+    """Read a regular file without ever blocking on something else (issue #17).
+
+    ``stat`` first (it never blocks), then ``open`` with ``O_NONBLOCK`` and ``fstat`` the
+    descriptor (the path may have been swapped meanwhile): a FIFO, socket or device raises
+    :class:`NotRegularFile` unread (a directory :class:`IsADirectoryError`). At most
+    ``max_bytes`` are read (None: all); a longer file is cut at its last newline within the
+    limit (or at the limit when that part has none) and ``truncated`` is set. Raises OSError.
+    """
+    kind = file_kind(os.stat(path).st_mode)
+    if kind == "directory":
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+    if kind != "regular":
+        raise NotRegularFile(path, kind)
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0)
+    fd = os.open(path, flags)
     try:
-        return path.read_bytes()
+        st = os.fstat(fd)
+        kind = file_kind(st.st_mode)
+        if kind != "regular":
+            raise NotRegularFile(path, kind)
+        limit = st.st_size + 1 if max_bytes is None else max_bytes + 1
+        parts: list[bytes] = []
+        got = 0
+        while got < limit:
+            part = os.read(fd, min(_READ_STEP, limit - got))
+            if not part:
+                break
+            parts.append(part)
+            got += len(part)
+    finally:
+        os.close(fd)
+    data = b"".join(parts)
+    if max_bytes is None or len(data) <= max_bytes:
+        return FileRead(data, st, truncated=False)
+    data = data[:max_bytes]
+    cut = data.rfind(b"\n")
+    return FileRead(data[: cut + 1] if cut >= 0 else data, st, truncated=True)
+
+
+_BOMS = (
+    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+)
+
+
+def decode_text(data: bytes) -> tuple[str, str | None]:
+    """The text of a memory file, and a warning when it was not clean.
+
+    UTF-8 with or without a BOM, and UTF-16 LE/BE with a BOM, are decoded (the BOM
+    dropped); anything else undecodable gets U+FFFD for each bad byte and the warning
+    says how many.
+    """
+    encoding = "utf-8"
+    for bom, name in _BOMS:
+        if data.startswith(bom):
+            data, encoding = data[len(bom) :], name
+            break
+    try:
+        return data.decode(encoding), None
+    except UnicodeDecodeError:
+        text = data.decode(encoding, "replace")
+    bad = text.count("\ufffd") - data.decode(encoding, "ignore").count("\ufffd")
+    return text, f"not valid {encoding.upper()}: {bad} undecodable byte sequence(s) replaced"
+
+
+def read_bytes(path: Path, max_bytes: int | None = None) -> bytes | None:
+    """The bytes of ``path`` (at most ``max_bytes``, see :func:`read_regular`), or None if it
+    does not exist. Something that is not a regular file is a StorageError, never read."""
+    try:
+        return read_regular(path, max_bytes).data
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
         raise _storage_error("read", path, exc) from exc
 
 
-def read_text(path: Path) -> str | None:
-    """The text of ``path`` (UTF-8, odd bytes replaced by U+FFFD), or None if missing."""
-    data = read_bytes(path)
-    return None if data is None else data.decode("utf-8", "replace")
+def read_text(path: Path, max_bytes: int | None = None) -> str | None:
+    """The text of ``path`` (:func:`decode_text`: UTF-8 or a BOM's UTF-16, odd bytes
+    replaced by U+FFFD), or None if missing."""
+    data = read_bytes(path, max_bytes)
+    return None if data is None else decode_text(data)[0]
 
 
 def append_section(path: Path, section: str) -> None:

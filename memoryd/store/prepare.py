@@ -27,8 +27,12 @@ from memoryd.core.chunking import (
 )
 from memoryd.core.keywords import fts_text
 from memoryd.core.workspace import session_date_from_name, source_of
+from memoryd.store.files import NotRegularFile, decode_text, read_regular
 
 log = structlog.get_logger(__name__)
+
+DEFAULT_MAX_FILE_BYTES = 16 * 1024 * 1024
+"""``index.max_file_bytes``: how much of one memory file is indexed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,12 +55,17 @@ class Prepared:
     times: tuple[float | None, ...] = ()
     bodies: tuple[str, ...] = ()
     """The FTS5 text of each chunk (:func:`fts_text`)."""
+    warnings: tuple[str, ...] = ()
+    """Why this file is not indexed (whole): not a regular file, over the size limit, not
+    valid UTF-8. The index logs each once and lists them in its stats (``status``)."""
 
     def chunked(self, max_chars: int, overlap_chars: int) -> Prepared:
         """This file with its chunks, ids, times and FTS bodies (as is when it has them)."""
         if self.chunks is not None or self.missing or self.error is not None:
             return self
-        text = self.data.decode("utf-8", errors="replace")
+        text, warning = decode_text(self.data)
+        if warning is not None:
+            self = replace(self, warnings=(*self.warnings, warning))
         chunks = chunk_markdown(text, max_chars, overlap_chars)
         return replace(
             self,
@@ -91,24 +100,49 @@ def prepare_file(
     max_chars: int,
     overlap_chars: int,
     real_dirs: dict[Path, str] | None = None,
+    *,
+    max_bytes: int = DEFAULT_MAX_FILE_BYTES,
 ) -> Prepared:
     """Read ``path`` (``rel`` to the memory root) and chunk it unless its hash is
     ``known_hash``. Never raises :class:`OSError`: a failure is in :attr:`Prepared.error`.
-    ``real_dirs``: see :func:`inside`."""
+    ``real_dirs``: see :func:`inside`.
+
+    Only regular files are read (:func:`~memoryd.store.files.read_regular`): a FIFO,
+    socket or device is skipped (its chunks dropped, a warning). A file over ``max_bytes``
+    is indexed up to the limit (its last whole line within it), with a warning: memory
+    and time spent on one file stay bounded by the limit, not by the file.
+    """
     try:
         if not inside(real_root, path, real_dirs):
             # A symlink out of the memory root is never read: what it points to is not
             # memory, and search must not show what memory.get refuses.
             log.warning("index.symlink_outside_root", path=str(path))
             return Prepared(path, rel, missing=True)
-        st = path.stat()
-        data = path.read_bytes()
-    except FileNotFoundError:
+        read = read_regular(path, max_bytes)
+    except NotRegularFile as exc:
+        warning = f"skipped: not a regular file ({exc.kind})"
+        return Prepared(path, rel, missing=True, warnings=(warning,))
+    except (FileNotFoundError, NotADirectoryError):
         return Prepared(path, rel, missing=True)
     except OSError as exc:
         return Prepared(path, rel, error=exc)
+    data, st = read.data, read.stat
     digest = blake3.blake3(data).hexdigest()
-    out = Prepared(path, rel, mtime=st.st_mtime, size=st.st_size, digest=digest, data=data)
+    warnings: tuple[str, ...] = ()
+    if read.truncated:
+        warnings = (
+            f"larger than index.max_file_bytes ({st.st_size} > {max_bytes} bytes): "
+            f"only the first {len(data)} bytes are indexed",
+        )
+    out = Prepared(
+        path,
+        rel,
+        mtime=st.st_mtime,
+        size=st.st_size,
+        digest=digest,
+        data=data,
+        warnings=warnings,
+    )
     if digest == known_hash:
         return out
     return out.chunked(max_chars, overlap_chars)

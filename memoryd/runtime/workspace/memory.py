@@ -74,7 +74,11 @@ class WorkspaceMemory:
             workspace.index_path,
             root=root,
             workspace_dir=workspace.dir,
-            settings=ChunkSettings(config.index.max_chunk_chars, config.index.chunk_overlap_chars),
+            settings=ChunkSettings(
+                config.index.max_chunk_chars,
+                config.index.chunk_overlap_chars,
+                config.index.max_file_bytes,
+            ),
             clock=clock,
             vectors_in_memory=mirror_wanted(config.index.vectors_in_memory),
         )

@@ -71,6 +71,7 @@ log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
 WAL_LIMIT_BYTES = 16 << 20  # the WAL file is cut back to this after a checkpoint
+MAX_LISTED_WARNINGS = 50  # files with warnings that stats() lists (all are counted)
 
 
 class Index(Writer, Reader):
@@ -230,4 +231,9 @@ class Index(Writer, Reader):
             "rebuilt_reason": self.rebuilt_reason,
             "rebuilt_at": self.rebuilt_at,
             "rebuilds": self.rebuilds,
+            "file_warnings": [
+                {"path": rel, "warnings": list(self.file_warnings[rel])}
+                for rel in sorted(self.file_warnings)[:MAX_LISTED_WARNINGS]
+            ],
+            "file_warnings_total": len(self.file_warnings),
         }

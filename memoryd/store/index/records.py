@@ -6,12 +6,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memoryd.errors import StorageError
+from memoryd.store.prepare import DEFAULT_MAX_FILE_BYTES
 
 
 @dataclass(frozen=True, slots=True)
 class ChunkSettings:
     max_chars: int = 1600
     overlap_chars: int = 320
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
+    """``index.max_file_bytes``: how much of one file is indexed."""
 
 
 @dataclass(slots=True)

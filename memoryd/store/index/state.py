@@ -5,6 +5,7 @@ it and :class:`memoryd.store.index.Index` puts them together."""
 from __future__ import annotations
 
 import os
+import stat
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -50,6 +51,9 @@ class IndexState:
         self.vec_model: str | None = None
         # Exact KNN from a float32 copy of the vectors (store/mirror.py) instead of vec0's scan.
         self.mirror = VectorMirror() if vectors_in_memory else None
+        # rel path → why it is not indexed whole (not a regular file, cut at the size limit,
+        # undecodable bytes); in stats() so that `status` lists them.
+        self.file_warnings: dict[str, tuple[str, ...]] = {}
 
     @property
     def conn(self) -> Connection:
@@ -92,13 +96,13 @@ class IndexState:
     def disk_files(self) -> list[Path]:
         """The memory files that belong in this index, as they are on disk now (a symlink
         out of the memory root is not one)."""
-        found = [p for p in (self.root / "MEMORY.md", self.root / "experience.md") if p.is_file()]
+        found = [p for p in (self.root / "MEMORY.md", self.root / "experience.md") if _entry(p)]
         ws_memory = self.workspace_dir / "MEMORY.md"
-        if ws_memory.is_file():
+        if _entry(ws_memory):
             found.append(ws_memory)
         sessions = self.workspace_dir / "sessions"
         if sessions.is_dir():
-            found.extend(sorted(p for p in sessions.glob("*.md") if p.is_file()))
+            found.extend(sorted(p for p in sessions.glob("*.md") if _entry(p)))
         return [p for p in found if self.inside_root(p)]
 
     def inside_root(self, path: Path) -> bool:
@@ -117,3 +121,13 @@ class IndexState:
             self.workspace_dir,
             self.workspace_dir / "sessions",
         )
+
+
+def _entry(path: Path) -> bool:
+    """Whether something that is not a directory is at ``path`` (symlinks followed): a FIFO,
+    socket or device under a memory file's name is listed too — syncing it skips it unread
+    and lists it in ``status``."""
+    try:
+        return not stat.S_ISDIR(os.stat(path).st_mode)
+    except OSError:
+        return False

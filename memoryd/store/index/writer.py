@@ -112,7 +112,16 @@ class Writer(Vectors):
                 rel = self.rel(path)
                 known_hash = known.get(rel)
                 out.append(
-                    prepare_file(path, rel, real_root, known_hash, max_chars, overlap, real_dirs)
+                    prepare_file(
+                        path,
+                        rel,
+                        real_root,
+                        known_hash,
+                        max_chars,
+                        overlap,
+                        real_dirs,
+                        max_bytes=self.settings.max_file_bytes,
+                    )
                 )
             return out
 
@@ -170,6 +179,7 @@ class Writer(Vectors):
             None if row is None else row[0],
             self.settings.max_chars,
             self.settings.overlap_chars,
+            max_bytes=self.settings.max_file_bytes,
         )
         if item.error is not None:
             raise item.error
@@ -234,6 +244,7 @@ class Writer(Vectors):
             report.synced += 1
             rel = item.rel
             if item.missing:
+                self._note(item)
                 removed = self._drop_path(rel)
                 if removed >= 0:
                     report.removed += 1
@@ -242,6 +253,7 @@ class Writer(Vectors):
                 continue
             row = conn.execute("SELECT hash FROM files WHERE path = ?", (rel,)).fetchone()
             if row is not None and row[0] == item.digest:
+                self._note(item)
                 conn.execute(
                     "UPDATE files SET mtime = ?, size = ? WHERE path = ?",
                     (item.mtime, item.size, rel),
@@ -249,6 +261,7 @@ class Writer(Vectors):
                 continue
             item = item.chunked(self.settings.max_chars, self.settings.overlap_chars)
             assert item.chunks is not None
+            self._note(item)
             source = source_of(rel)
             assert source is not None
             existing = {
@@ -313,6 +326,24 @@ class Writer(Vectors):
         if bodies:
             conn.executemany("INSERT INTO temp.new_bodies VALUES (?,?)", bodies)
         return bool(added)
+
+    def _note(self, item: Prepared) -> None:
+        """Keep (and log once) why a file is not indexed whole: ``file_warnings``."""
+        rel = item.rel
+        old = self.file_warnings.get(rel, ())
+        if item.chunks is None and not item.missing:  # content unchanged: not re-decoded
+            new = tuple(dict.fromkeys((*old, *item.warnings)))
+        else:
+            new = item.warnings
+        if new == old:
+            return
+        if not new:
+            del self.file_warnings[rel]
+            return
+        self.file_warnings[rel] = new
+        for warning in new:
+            if warning not in old:
+                log.warning("index.file_warning", path=rel, warning=warning)
 
     def _insert_staged(self) -> None:
         """Move the staged new chunks into ``chunks`` and ``chunks_fts`` (a statement each,
