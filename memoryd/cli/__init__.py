@@ -8,6 +8,7 @@ The package (the one place that prints)::
     sessions.py    flush, dream
     daemon.py      serve, status, install-service
     doctor.py      doctor: probes of everything memoryd needs
+    hook.py        hook AGENT (one agent lifecycle event; always exits 0)
     config.py      config show|check
     agents.py      agents list|resolve
     confluence.py  confluence run|status
@@ -49,6 +50,7 @@ def _load_commands() -> None:
         confluence,
         daemon,
         doctor,
+        hook,
         mcp,
         memory,
         sessions,
@@ -102,6 +104,11 @@ def _finish(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status instead of exiting."""
+    given = list(sys.argv[1:] if argv is None else argv)
+    if given[:1] == ["hook"] and not {"-h", "--help"} & set(given):
+        from memoryd.cli.hook import main_hook  # an agent hook: the short way, always 0
+
+        return main_hook(given[1:])
     parser = build_parser()
     try:
         args, extra = parser.parse_known_args(argv)

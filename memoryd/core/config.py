@@ -201,6 +201,7 @@ class FlushConfig:
     idle_timeout_secs: float = _num(300.0)
     max_write_chars: int = _int(8000, low=1)
     dedupe_threshold: float = _num(0.92, high=1.0)
+    max_tool_chars: int = _int(200, low=20)
 
 
 @dataclass(frozen=True)
@@ -236,6 +237,15 @@ class ConfluenceConfig:
 
 
 @dataclass(frozen=True)
+class InjectConfig:
+    """``[inject]``: the memory agent hooks put into the agent's context (SPEC §17)."""
+
+    max_chars: int = _int(6000)
+    min_score: float = _num(0.9, high=1.0)
+    on_prompt: bool = _flag(False)
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole effective configuration, one attribute per TOML section."""
 
@@ -249,6 +259,7 @@ class Config:
     dream: DreamConfig = field(default_factory=DreamConfig)
     agents: AgentsConfig = field(default_factory=AgentsConfig)
     confluence: ConfluenceConfig = field(default_factory=ConfluenceConfig)
+    inject: InjectConfig = field(default_factory=InjectConfig)
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ from memoryd.runtime.adapters.watcher import watch_memory
 from memoryd.runtime.rpc.agents import register_agent_methods
 from memoryd.runtime.rpc.confluence import register_confluence_methods
 from memoryd.runtime.rpc.daemon import DaemonContext, build_methods, running_loop
+from memoryd.runtime.rpc.hooks import register_hook_methods
 from memoryd.runtime.supervisor import (
     BACKOFF_MAX,
     BACKOFF_START,
@@ -104,6 +105,7 @@ class Daemon:
         )
         self.context.extra_status.append(lambda: {"restart_pending": list(self.restart_pending)})
         self.methods = build_methods(self.context)
+        register_hook_methods(self.methods, self.context)
         register_agent_methods(
             self.methods,
             lambda: self.config,

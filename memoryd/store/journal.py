@@ -15,9 +15,15 @@ One JSON object per line (ASCII-escaped, so any string round-trips), files ``060
      "last_trigger": "manual", "last_error": null, "compaction_count": 2,
      "flushed_through": 14}
     {"type": "log", "date": "2025-01-01", "name": "2025-01-01-fix-login-1234abcd.md"}
+    {"type": "ingest", "path": "/abs/transcript.jsonl", "format": "claude-code",
+     "offset": 4096, "tail": "<hash of the bytes before offset>", "compactions": 1,
+     "messages": [{"role": "user", "content": "…"}], "at": …}
     {"type": "closed", "summary_written": true}
 
-The last ``flush`` record wins. A crash in the middle of a write leaves at most a torn last
+The last ``flush`` record wins, and the last ``ingest`` record per transcript path. An
+``ingest`` record carries the messages read from an agent's transcript *and* the offset
+read up to on one line, so a crash keeps both or neither: a transcript is never read twice
+nor a message lost. A crash in the middle of a write leaves at most a torn last
 line; it was never acknowledged, so loading ignores it and reopening cuts it off before
 the next append. A session id that is not a plain file name (``[A-Za-z0-9][A-Za-z0-9_.-]*``,
 at most 128 characters) is stored under ``sid-<hash>.jsonl``; the header keeps the real id.
@@ -94,6 +100,21 @@ class FlushState:
 
 
 @dataclass(frozen=True, slots=True)
+class IngestMark:
+    """How far an agent transcript has been read into a session (``session.ingest``)."""
+
+    path: str
+    format: str
+    offset: int = 0
+    """Bytes of the transcript read (always at a line boundary)."""
+    tail: str = ""
+    """Hash of the bytes just before ``offset``: a rewritten transcript no longer has them."""
+    compactions: int = 0
+    """Compactions the transcript recorded up to ``offset``."""
+    at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class JournalState:
     """Everything a journal holds, as loaded."""
 
@@ -103,6 +124,8 @@ class JournalState:
     flush: FlushState
     log_names: Mapping[str, str] = field(default_factory=dict)
     """Session-log file name per UTC date (``YYYY-MM-DD``) this session wrote."""
+    ingests: Mapping[str, IngestMark] = field(default_factory=dict)
+    """The last ingest mark per transcript path."""
     closed: bool = False
     """``session.close`` finished writing (only the removal of the journal was lost)."""
     torn: bool = False
@@ -151,6 +174,36 @@ def _flush(record: Mapping[str, Any]) -> FlushState:
     )
 
 
+def _mark(record: Mapping[str, Any]) -> IngestMark | None:
+    path, fmt = record.get("path"), record.get("format")
+    offset, tail = _int(record.get("offset")), record.get("tail")
+    if not isinstance(path, str) or not isinstance(fmt, str) or offset is None:
+        return None
+    at = record.get("at")
+    return IngestMark(
+        path,
+        fmt,
+        offset,
+        tail if isinstance(tail, str) else "",
+        _int(record.get("compactions")) or 0,
+        float(at) if isinstance(at, int | float) else 0.0,
+    )
+
+
+def _messages(raw: object) -> list[Message] | None:
+    if not isinstance(raw, list):
+        return None
+    out: list[Message] = []
+    for item in raw:
+        if not isinstance(item, dict):
+            return None
+        role, content = item.get("role"), item.get("content")
+        if role not in ROLES or not isinstance(content, str):
+            return None
+        out.append(Message(role, content))
+    return out
+
+
 def _parse(path: Path, data: bytes) -> JournalState | None:
     lines = data.split(b"\n")
     torn = bool(lines[-1])  # bytes after the last newline: an unacknowledged write
@@ -158,6 +211,7 @@ def _parse(path: Path, data: bytes) -> JournalState | None:
     messages: list[JournalMessage] = []
     flush = FlushState()
     log_names: dict[str, str] = {}
+    ingests: dict[str, IngestMark] = {}
     closed = False
     bad = 0
     for raw in lines[:-1]:
@@ -191,13 +245,18 @@ def _parse(path: Path, data: bytes) -> JournalState | None:
                 record.get("name"), str
             ):
                 log_names[record["date"]] = record["name"]
+            case "ingest" if (mark := _mark(record)) is not None and (
+                batch := _messages(record.get("messages", []))
+            ) is not None:
+                messages.extend(JournalMessage(m, mark.at or header.opened_at) for m in batch)
+                ingests[mark.path] = mark
             case "closed":
                 closed = True
             case _:
                 bad += 1
     if header is None:
         return None
-    return JournalState(path, header, tuple(messages), flush, log_names, closed, torn, bad)
+    return JournalState(path, header, tuple(messages), flush, log_names, ingests, closed, torn, bad)
 
 
 def load(path: Path) -> JournalState | None:
@@ -400,6 +459,19 @@ class Journal:
                 {"type": "message", "role": m.role, "content": m.content, "at": at}
                 for m in messages
             )
+
+    def append_ingest(self, messages: Sequence[Message], mark: IngestMark) -> None:
+        """Append ``messages`` read from a transcript together with the transcript's new
+        mark, on one line (both or neither survive a crash)."""
+        self._write(
+            [
+                {
+                    "type": "ingest",
+                    **asdict(mark),
+                    "messages": [{"role": m.role, "content": m.content} for m in messages],
+                }
+            ]
+        )
 
     def record_flush(self, state: FlushState) -> None:
         self._write([{"type": "flush", **asdict(state)}])

@@ -23,16 +23,18 @@ import structlog
 
 from memoryd.core.config import Config
 from memoryd.core.flushing import Message
+from memoryd.core.transcripts import Format
 from memoryd.errors import ActorUnavailable, MemorydError, WatcherUnavailable
 from memoryd.providers.embeddings import EmbeddingProvider
 from memoryd.providers.llm import ChatModel
 from memoryd.runtime.adapters.watcher import watch_memory, workspace_targets
 from memoryd.runtime.workspace.dreamer import Dreamer
+from memoryd.runtime.workspace.ingest import Ingestor
 from memoryd.runtime.workspace.memory import WorkspaceMemory
 from memoryd.runtime.workspace.search import SearchResponse
 from memoryd.runtime.workspace.sessions import SessionManager
-from memoryd.store.files import sweep_temp_files
-from memoryd.store.layout import Workspace, ensure_workspace_dirs
+from memoryd.store.files import read_text, sweep_temp_files
+from memoryd.store.layout import Workspace, ensure_workspace_dirs, global_memory_file
 
 log = structlog.get_logger(__name__)
 
@@ -62,6 +64,7 @@ class WorkspaceActor:
         self.sessions = SessionManager(
             self.memory, config, chat_model, clock=clock, on_write=self._on_write
         )
+        self.ingestor = Ingestor(self.sessions, workspace, lambda: self.config.flush.max_tool_chars)
         self.dreamer = Dreamer(
             workspace, config.dream, chat_model, clock=clock, reindex=self.memory.sync_paths
         )
@@ -320,7 +323,12 @@ class WorkspaceActor:
         starts a dream in the background — the reply does not wait for the model."""
         with self._request():
             subagent = self.sessions.is_subagent(session_id)
+            marks = self.sessions.ingest_marks(session_id)
             out = await self.sessions.close(session_id)
+            try:
+                await self.ingestor.closed(session_id, marks)
+            except OSError as exc:  # the session is closed; a resume reads its transcript again
+                self.log.warning("ingest.registry_failed", error=str(exc))
             try:
                 gates = await anyio.to_thread.run_sync(
                     lambda: self.dreamer.gates(subagent=subagent, ending_session=session_id)
@@ -336,6 +344,61 @@ class WorkspaceActor:
             )
         self._embed_wakeup.set()
         return out
+
+    # agent transcripts (SPEC §17) -----------------------------------------------------
+
+    async def session_ingest(
+        self,
+        session_id: str,
+        path: str | None,
+        fmt: Format,
+        *,
+        after: str | None = None,
+        background: bool = False,
+    ) -> dict[str, Any]:
+        """Read what an agent's transcript gained into an open session, then flush
+        (``after="flush"``, trigger ``pre_compaction``) or close it (``after="close"``).
+        With ``background`` the reply (``{accepted}``) does not wait: the work runs in the
+        actor's task group and its failures are logged."""
+        with self._request():
+            self.sessions.is_subagent(session_id)  # NotFound now, not in the background
+            if background and self._tg is not None:
+                self._tg.start_soon(self._ingest_job, session_id, path, fmt, after)
+                return {"accepted": True}
+        return await self._ingest_then(session_id, path, fmt, after)
+
+    async def _ingest_then(
+        self, session_id: str, path: str | None, fmt: Format, after: str | None
+    ) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        with self._request():
+            if path is not None:
+                out = await self.ingestor.ingest(session_id, path, fmt)
+            if after == "flush":
+                try:
+                    out["flush"] = await self.sessions.flush(session_id, "pre_compaction")
+                except MemorydError as exc:
+                    out["flush"] = {"outcome": "error", "error": str(exc), "code": exc.code}
+        if after == "close":
+            out["close"] = await self.session_close(session_id)
+        self._embed_wakeup.set()
+        return out
+
+    async def _ingest_job(
+        self, session_id: str, path: str | None, fmt: Format, after: str | None
+    ) -> None:
+        try:
+            await self._ingest_then(session_id, path, fmt, after)
+        except (MemorydError, OSError) as exc:  # logged: the hook that asked is long gone
+            self.log.warning(
+                "session.ingest_failed", session_id=session_id, after=after, error=str(exc)
+            )
+
+    async def curated_memory(self) -> tuple[str, str]:
+        """The workspace's and the global ``MEMORY.md`` texts (empty when missing)."""
+        paths = (self.workspace.memory_file, global_memory_file(self.root))
+        texts = await anyio.to_thread.run_sync(lambda: [read_text(p) or "" for p in paths])
+        return texts[0], texts[1]
 
     # dream (SPEC §8) ----------------------------------------------------------------
 

@@ -53,7 +53,7 @@ from memoryd.runtime import failpoints
 from memoryd.runtime.workspace.filelock import file_lock
 from memoryd.runtime.workspace.memory import WorkspaceMemory
 from memoryd.store.files import append_section, make_private_dirs, read_text
-from memoryd.store.journal import FlushState, Journal, JournalHeader, load_all
+from memoryd.store.journal import FlushState, IngestMark, Journal, JournalHeader, load_all
 from memoryd.store.layout import memory_relpath
 
 log = structlog.get_logger(__name__)
@@ -76,6 +76,7 @@ class _Session:
     last_activity: float | None = None
     flush: FlushState = field(default_factory=FlushState)
     log_names: dict[str, str] = field(default_factory=dict)
+    ingests: dict[str, IngestMark] = field(default_factory=dict)
     usage: dict[str, Any] | None = None
     flush_lock: anyio.Lock = field(default_factory=anyio.Lock)
     write_lock: anyio.Lock = field(default_factory=anyio.Lock)
@@ -273,6 +274,7 @@ class SessionManager:
                 last_activity=state.messages[-1].at if state.messages else None,
                 flush=state.flush,
                 log_names=dict(state.log_names),
+                ingests=dict(state.ingests),
             )
         self._sessions[session_id] = s
         self.log.info(
@@ -286,24 +288,47 @@ class SessionManager:
             self._arm_idle(s)
         return state is not None
 
-    async def append(self, session_id: str, messages: Sequence[Message]) -> dict[str, Any]:
+    async def append(
+        self, session_id: str, messages: Sequence[Message], *, mark: IngestMark | None = None
+    ) -> dict[str, Any]:
         """Append messages in order: to the journal (on disk before this returns), then to
         the transcript in memory. Resets the session's idle timer. Returns ``{count}``: the
-        session's message count."""
+        session's message count.
+
+        ``session.ingest`` appends the messages it read from an agent transcript here too,
+        with the transcript's new ``mark`` written on the same journal line.
+        """
         s = self._get(session_id)
         batch = list(messages)
-        if batch:
+        if batch or mark is not None:
             self._disarm_idle(s)  # no idle flush while a message is being written
             try:
                 now = self.clock()
                 with anyio.CancelScope(shield=True):
                     async with s.write_lock:
-                        await anyio.to_thread.run_sync(s.journal.append_messages, batch, now)
+                        if mark is None:
+                            await anyio.to_thread.run_sync(s.journal.append_messages, batch, now)
+                        else:
+                            mark = dataclasses.replace(mark, at=now)
+                            await anyio.to_thread.run_sync(s.journal.append_ingest, batch, mark)
+                            s.ingests[mark.path] = mark
                         s.messages.extend(batch)
-                        s.last_activity = now
+                        if batch:
+                            s.last_activity = now
             finally:
                 self._arm_idle(s)
         return {"count": len(s.messages)}
+
+    def ingest_mark(self, session_id: str, path: str) -> IngestMark | None:
+        """How far the transcript at ``path`` has been read into an open session."""
+        return self._get(session_id).ingests.get(path)
+
+    def ingest_marks(self, session_id: str) -> list[IngestMark]:
+        return list(self._get(session_id).ingests.values())
+
+    def messages(self, session_id: str) -> list[Message]:
+        """The transcript of an open session so far (a copy)."""
+        return list(self._get(session_id).messages)
 
     # ------------------------------------------------------------------ triggers
 

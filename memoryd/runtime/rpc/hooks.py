@@ -1,0 +1,128 @@
+"""Socket methods for agent integrations (SPEC §17): ``session.ingest`` and ``hook.run``.
+
+``session.ingest`` reads an agent's transcript into a session (the daemon reads the file
+itself: same-uid clients only, as every method; regular files only; bounded reads).
+``hook.run`` is one agent hook event (what ``memoryd hook AGENT`` sends): the session is
+opened, the slow work (ingest, flush, close) is handed to the workspace's actor and runs
+after the reply; the reply holds only what the agent prints (``output``).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from memoryd.core import params as p
+from memoryd.core.hooks import PROMPT_HITS, Hit, compose_context, hook_output, parse_event, plan_for
+from memoryd.core.transcripts import FORMATS, Format
+from memoryd.errors import InvalidParams, MemorydError, NotFound
+from memoryd.runtime.rpc.daemon import DaemonContext
+from memoryd.runtime.rpc.table import MethodTable
+from memoryd.runtime.workspace.actor import WorkspaceActor
+from memoryd.runtime.workspace.sessions import check_session_id
+
+AFTER = ("flush", "close")
+
+
+def _abs(value: str, name: str) -> str:
+    if not os.path.isabs(value):
+        raise InvalidParams(f"parameter {name!r} must be an absolute path", param=name)
+    return value
+
+
+async def _session_actor(
+    ctx: DaemonContext, session_id: str, workspace: str | None, subagent: bool = False
+) -> WorkspaceActor:
+    """The actor holding ``session_id``; opened in ``workspace`` when it is not open."""
+    try:
+        return await ctx.supervisor.actor_for_session(session_id)
+    except NotFound:
+        if workspace is None:
+            raise
+    async with ctx.supervisor.order.write(workspace):
+        actor = await ctx.supervisor.actor_for(workspace)
+        await actor.session_open(session_id, subagent)
+    ctx.supervisor.session_routes[session_id] = workspace
+    return actor
+
+
+def register_hook_methods(table: MethodTable, ctx: DaemonContext) -> None:
+    @table.method("session.ingest")
+    async def session_ingest(params: dict[str, Any]) -> dict[str, Any]:
+        p.known_only(params, ("session_id", "path", "format", "workspace", "after", "background"))
+        session_id = check_session_id(params.get("session_id"))
+        path = _abs(p.string(params, "path", max_len=4096), "path")
+        fmt: Format = p.choice(params, "format", FORMATS)
+        after = p.choice(params, "after", AFTER, None)
+        background = p.boolean(params, "background", False)
+        workspace = p.string(params, "workspace", None, max_len=4096)
+        if workspace is not None:
+            _abs(workspace, "workspace")
+            if after == "close" and not await _is_open(ctx, session_id):
+                actor = await ctx.supervisor.actor_for(workspace)
+                if await actor.ingestor.unchanged_since_registered(path):
+                    return {"ingested": 0, "skipped": True}
+        actor = await _session_actor(ctx, session_id, workspace)
+        return await actor.session_ingest(session_id, path, fmt, after=after, background=background)
+
+    @table.method("hook.run")
+    async def hook_run(params: dict[str, Any]) -> dict[str, Any]:
+        p.known_only(params, ("agent", "event"))
+        agent = p.string(params, "agent", max_len=64)
+        event = parse_event(agent, params.get("event"))
+        check_session_id(event.session_id)
+        config = ctx.supervisor.config
+        plan = plan_for(event, on_prompt=config.inject.on_prompt)
+        if plan.nothing:
+            return {"output": None, "event": event.name}
+        fmt: Format = event.agent
+        workspace = event.cwd
+        # Opened by any event: hooks installed in the middle of a session work at once.
+        actor = await _session_actor(ctx, event.session_id, workspace)
+        if plan.ingest or plan.after:
+            await actor.session_ingest(
+                event.session_id,
+                event.transcript_path if plan.ingest else None,
+                fmt,
+                after=plan.after,
+                background=True,
+            )
+        context = ""
+        if plan.inject == "session":
+            workspace_md, global_md = await actor.curated_memory()
+            hits = await _hits(actor, os.path.basename(workspace), ("session",), 3)
+            context = compose_context(
+                [("Workspace memory (MEMORY.md)", workspace_md), ("Global memory", global_md)],
+                hits,
+                config.inject.max_chars,
+            )
+        elif plan.inject == "prompt" and event.prompt:
+            hits = await _hits(actor, event.prompt, None, PROMPT_HITS)
+            context = compose_context([], hits, config.inject.max_chars)
+        return {"output": hook_output(event, context), "event": event.name}
+
+    async def _is_open(ctx: DaemonContext, session_id: str) -> bool:
+        try:
+            await ctx.supervisor.actor_for_session(session_id)
+        except NotFound:
+            return False
+        return True
+
+    async def _hits(
+        actor: WorkspaceActor, query: str, sources: tuple[str, ...] | None, limit: int
+    ) -> list[Hit]:
+        min_score = ctx.supervisor.config.inject.min_score
+        try:
+            response = await actor.search(
+                query,
+                max_results=limit,
+                min_score=min_score,
+                sources=list(sources) if sources else None,
+            )
+        except MemorydError:
+            return []  # no hits is better than a hook that fails
+        return [
+            Hit(h.path, h.start_line, h.score, h.snippet)
+            for h in response.results
+            if h.score >= min_score
+        ][:limit]

@@ -1,0 +1,140 @@
+"""Agent transcripts read into sessions: ``session.ingest`` (SPEC §17).
+
+:class:`Ingestor` belongs to a workspace's actor. :meth:`Ingestor.ingest` reads what an
+agent's transcript gained since the session's mark (bounded reads, in a worker thread),
+parses it (:mod:`memoryd.core.transcripts`) and appends the messages through
+:meth:`SessionManager.append` — the very path of ``session.append`` (journal, idle timer,
+flush, close) — with the transcript's new mark on the same journal line. The token usage
+the transcript reports goes to :meth:`SessionManager.usage`, so the ``pre_compaction``
+trigger works for agents too. Ingests of one session run one at a time.
+
+A transcript that was rewritten (shorter than the mark, or changed before it) is read again
+from its start and only the messages the session does not hold yet are appended. The mark
+of a session that closes is kept in the workspace's ingest registry
+(:mod:`memoryd.store.ingested`): a session resumed under the same id goes on from there.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import structlog
+
+from memoryd.core.transcripts import Format, new_messages, parse
+from memoryd.runtime.workspace.sessions import SessionManager
+from memoryd.store import ingested
+from memoryd.store.journal import IngestMark
+from memoryd.store.layout import Workspace
+from memoryd.store.transcripts import read_from, tail_hash
+
+log = structlog.get_logger(__name__)
+
+
+class Ingestor:
+    """Reads agent transcripts into the sessions of one workspace."""
+
+    def __init__(
+        self,
+        sessions: SessionManager,
+        workspace: Workspace,
+        max_tool_chars: Callable[[], int],
+    ) -> None:
+        self.sessions = sessions
+        self.workspace = workspace
+        self.max_tool_chars = max_tool_chars
+        self._locks: dict[str, anyio.Lock] = {}
+        self.log = log.bind(workspace=workspace.key.dirname)
+
+    def _lock(self, session_id: str) -> anyio.Lock:
+        return self._locks.setdefault(session_id, anyio.Lock())
+
+    async def registered(self, path: str) -> IngestMark | None:
+        """The mark a closed session left for ``path`` in the registry."""
+        marks = await anyio.to_thread.run_sync(ingested.load, self.workspace.dir)
+        return marks.get(path)
+
+    async def unchanged_since_registered(self, path: str) -> bool:
+        """``path`` was read to its end by a closed session and has not changed since."""
+        mark = await self.registered(path)
+        if mark is None:
+            return False
+        chunk = await anyio.to_thread.run_sync(
+            lambda: read_from(path, mark.offset, mark.tail, max_bytes=1)
+        )
+        return not chunk.rewritten and not chunk.data
+
+    async def ingest(self, session_id: str, path: str, fmt: Format) -> dict[str, Any]:
+        """Read what ``path`` gained into the open session. Returns ``{ingested, count,
+        offset, rewritten}`` (plus ``usage`` when the transcript reported token usage)."""
+        async with self._lock(session_id):
+            started = time.perf_counter()
+            mark = self.sessions.ingest_mark(session_id, path)
+            if mark is None:
+                mark = await self.registered(path) or IngestMark(path, fmt)
+            total, rewritten, chunks = 0, False, 0
+            usage_out: dict[str, Any] | None = None
+            while True:
+                chunk = await anyio.to_thread.run_sync(read_from, path, mark.offset, mark.tail)
+                chunks += 1
+                parsed = parse(fmt, chunk.data, max_tool_chars=self.max_tool_chars())
+                consumed = parsed.consumed
+                if consumed == 0 and chunk.more:
+                    consumed = len(chunk.data)  # one line longer than a read: skipped
+                messages = list(parsed.messages)
+                compactions = mark.compactions + parsed.compactions
+                if chunk.rewritten or rewritten:
+                    if chunk.rewritten:
+                        compactions = parsed.compactions
+                    rewritten = True
+                    messages = new_messages(self.sessions.messages(session_id), messages)
+                end = chunk.start + consumed
+                new_mark = IngestMark(
+                    path,
+                    fmt,
+                    end,
+                    tail_hash(chunk.before + chunk.data[:consumed]),
+                    compactions,
+                )
+                if messages or end != mark.offset or chunk.rewritten:
+                    await self.sessions.append(session_id, messages, mark=new_mark)
+                mark = new_mark
+                total += len(messages)
+                if parsed.usage is not None and parsed.usage.tokens > 0:
+                    usage_out = await self.sessions.usage(
+                        session_id,
+                        parsed.usage.tokens,
+                        parsed.usage.context_window,
+                        parsed.usage.threshold_percent,
+                        compactions,
+                    )
+                if not chunk.more or consumed == 0:
+                    break
+            count = len(self.sessions.messages(session_id))
+            self.log.info(
+                "session.ingest",
+                session_id=session_id,
+                format=fmt,
+                ingested=total,
+                offset=mark.offset,
+                rewritten=rewritten,
+                chunks=chunks,
+                took_ms=round((time.perf_counter() - started) * 1000, 3),
+            )
+        out: dict[str, Any] = {
+            "ingested": total,
+            "count": count,
+            "offset": mark.offset,
+            "rewritten": rewritten,
+        }
+        if usage_out is not None:
+            out["usage"] = usage_out
+        return out
+
+    async def closed(self, session_id: str, marks: list[IngestMark]) -> None:
+        """Keep the marks of a session that closed (see the module docstring)."""
+        self._locks.pop(session_id, None)
+        if marks:
+            await anyio.to_thread.run_sync(ingested.record, self.workspace.dir, marks, session_id)

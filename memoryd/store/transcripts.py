@@ -1,0 +1,95 @@
+"""Reading agent transcripts for ``session.ingest`` (SPEC §17): bounded reads from an offset.
+
+:func:`read_from` opens a transcript (a regular file only: a FIFO, device or directory is
+refused without blocking), checks that the bytes just before the offset are the ones read
+last time (their hash, :func:`tail_hash`) and returns at most ``max_bytes`` from there. A
+transcript that shrank below the offset, or whose bytes before it changed, was rewritten:
+the chunk then starts again at 0 and says so (the caller drops what it already has).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+import blake3
+
+from memoryd.errors import InvalidParams, StorageError
+
+#: Bytes before the offset whose hash detects a rewritten transcript.
+TAIL_BYTES = 4096
+#: Most bytes one read returns (a bigger transcript is read in several).
+MAX_READ_BYTES = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    data: bytes
+    start: int
+    """The offset ``data`` starts at (0 after a rewrite)."""
+    before: bytes
+    """Up to :data:`TAIL_BYTES` bytes just before ``start``."""
+    size: int
+    """The file's size when read."""
+    rewritten: bool
+
+    @property
+    def more(self) -> bool:
+        """Bytes remain after this chunk."""
+        return self.start + len(self.data) < self.size
+
+
+def tail_hash(before: bytes) -> str:
+    """The hash of the last :data:`TAIL_BYTES` of ``before``."""
+    return blake3.blake3(before[-TAIL_BYTES:]).hexdigest(length=16)
+
+
+def _pread(fd: int, offset: int, length: int) -> bytes:
+    parts: list[bytes] = []
+    while length > 0:
+        part = os.pread(fd, length, offset)
+        if not part:
+            break
+        parts.append(part)
+        offset += len(part)
+        length -= len(part)
+    return b"".join(parts)
+
+
+def read_from(path: str, offset: int, tail: str, *, max_bytes: int = MAX_READ_BYTES) -> Chunk:
+    """At most ``max_bytes`` of the transcript at ``path`` from ``offset`` (see the module
+    docstring). Raises :class:`InvalidParams` for a path that is not a regular file and
+    :class:`StorageError` when it cannot be read."""
+    flags = os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise InvalidParams(f"transcript {path} does not exist", param="path") from None
+    except OSError as exc:
+        name = errno.errorcode.get(exc.errno or 0, "")
+        raise StorageError(f"cannot open transcript {path}: {name} {exc.strerror}") from exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise InvalidParams(f"transcript {path} is not a regular file", param="path")
+        size = info.st_size
+        rewritten = False
+        before = b""
+        if offset > 0:
+            before = _pread(fd, max(0, offset - TAIL_BYTES), min(offset, TAIL_BYTES))
+            if offset > size or tail_hash(before) != tail:
+                rewritten, offset, before = True, 0, b""
+        data = _pread(fd, offset, max(0, min(max_bytes, size - offset)))
+    except OSError as exc:
+        raise StorageError(f"cannot read transcript {path}: {exc.strerror or exc}") from exc
+    finally:
+        os.close(fd)
+    return Chunk(data, offset, before, size, rewritten)
+
+
+def is_transcript(path: Path) -> bool:
+    """A ``*.jsonl`` regular file (what ``memoryd ingest --all`` picks in a folder)."""
+    return path.suffix == ".jsonl" and path.is_file()
