@@ -145,8 +145,8 @@ def test_remember_then_search_prints_the_hit_with_path_lines_and_score(
     assert code == 0, err
     assert out.startswith("remembered in ")
     path = out.removeprefix("remembered in ").strip()
-    assert path.endswith("/MEMORY.md")
-    assert "Zebrafish" in (live.memory / path).read_text(encoding="utf-8")
+    assert path.endswith("/MEMORY.md") and path.startswith(str(live.memory))  # opens as printed
+    assert "Zebrafish" in Path(path).read_text(encoding="utf-8")
 
     code, out, err = run(capsys, "search", "zebrafish filter", "-w", ws)
 
@@ -190,7 +190,7 @@ def test_remember_global_writes_the_global_memory_file(
         capsys, "remember", "Prefer tabs in Makefiles", "--global", "-w", str(live.project)
     )
 
-    assert (code, out) == (0, "remembered in MEMORY.md\n")
+    assert (code, out) == (0, f"remembered in {live.memory / 'MEMORY.md'}\n")
     assert "## Prefer tabs in Makefiles" in (live.memory / "MEMORY.md").read_text(encoding="utf-8")
 
 
@@ -271,10 +271,91 @@ def test_reindex_embeddings_rebuilds_every_vector_with_a_progress_bar(
     assert code == 0, err
     assert out.startswith("reindexed ")
     assert re.search(r"vectors \[#{30}\] (\d+)/\1 \(100%\)\n$", err), err
+    assert "\r" not in err  # stderr is not a terminal here: plain lines only
     code, out, _ = run(capsys, "status", "--json")
     actor = next(a for a in json.loads(out)["actors"] if a["workspace"] == ws)
     assert actor["index"]["vectors_pending"] == 0
     assert actor["index"]["embedding_model"]
+
+
+def test_reindex_json_reports_counts_after_the_vectors(
+    live: LiveDaemon, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ws = str(live.project)
+    assert run(capsys, "remember", "Vectors in JSON", "-w", ws)[0] == 0
+    code, out, err = run(capsys, "reindex", "--embeddings", "--json", "-w", ws)
+    assert (code, err) == (0, "")
+    result = json.loads(out)
+    assert result["files"] >= 1 and result["vectors_pending"] == 0
+    assert result["embedding_error"] is None
+
+
+def test_progress_redraws_on_a_terminal_and_prints_plain_lines_elsewhere() -> None:
+    import io
+
+    from memoryd.cli.progress import Progress
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    tty = Terminal()
+    bar = Progress("vectors", tty)
+    for done in range(4):
+        bar.update(done, 4)
+    bar.finish(4, 4)
+    assert tty.getvalue().count("\r") == 5 and tty.getvalue().endswith("4/4 (100%)\n")
+
+    now = [0.0]
+    log = io.StringIO()
+    bar = Progress("vectors", log, every=5.0, clock=lambda: now[0])
+    for done in range(10):  # one update a second: a line at 0 s and at 5 s
+        bar.update(done, 10)
+        now[0] += 1.0
+    bar.finish(10, 10)
+    assert "\r" not in log.getvalue()
+    assert log.getvalue().splitlines() == [
+        f"vectors {progress_bar(0, 10)}",
+        f"vectors {progress_bar(5, 10)}",
+        f"vectors {progress_bar(10, 10)}",
+    ]
+
+
+def test_search_prints_paths_that_open_and_get_takes_them_back(
+    live: LiveDaemon, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws = str(live.project)
+    assert run(capsys, "remember", "Okapis eat leaves\n\nand clay for minerals", "-w", ws)[0] == 0
+    code, out, _ = run(capsys, "search", "okapis clay", "-w", ws)
+    assert code == 0
+    printed = out.splitlines()[0].split("  ")[0]  # /abs/<ws>/MEMORY.md:START-END
+    path, _, lines = printed.rpartition(":")
+    assert Path(path).is_absolute() and "Okapis" in Path(path).read_text(encoding="utf-8")
+    start, _, end = lines.partition("-")
+
+    code, out, _ = run(capsys, "search", "okapis clay", "--json", "-w", ws)
+    rel = json.loads(out)["results"][0]["path"]
+    assert Path(path) == live.memory / rel and not Path(rel).is_absolute()  # JSON: root-relative
+
+    code, out, err = run(capsys, "get", printed, "-w", ws)  # the printed form, suffix and all
+    assert code == 0, err
+    numbers = [int(line.split()[0]) for line in out.splitlines()]
+    assert numbers == list(range(int(start), int(end or start) + 1))
+    assert "Okapis" in out
+
+    monkeypatch.chdir(live.memory / rel.split("/")[0])  # inside the memory: relative paths
+    code, out, _ = run(capsys, "search", "okapis clay", "-w", ws)
+    assert out.splitlines()[0].startswith("MEMORY.md:")
+    code, out, err = run(capsys, "get", "MEMORY.md", "--json", "-w", ws)
+    assert code == 0 and json.loads(out)["path"] == rel  # from here, not the global file
+    code, out, err = run(capsys, "get", path, "--lines", "1", "--json", "-w", ws)
+    assert json.loads(out)["path"] == rel
+
+
+def test_remember_json(live: LiveDaemon, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "remember", "JSON note", "--json", "-w", str(live.project))
+    result = json.loads(out)
+    assert code == 0 and result["written"] is True and result["path"].endswith("/MEMORY.md")
 
 
 def test_progress_bar() -> None:

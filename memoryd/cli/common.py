@@ -79,6 +79,11 @@ def client_for(args: argparse.Namespace, timeout: float | None = 60.0) -> Client
     return Client(loaded.paths.socket_path, timeout=timeout)
 
 
+def memory_root(args: argparse.Namespace) -> str:
+    """The memory root of the configuration the command uses (the daemon's, normally)."""
+    return configfile.load(getattr(args, "config", None)).paths.memory_root
+
+
 def workspace_of(args: argparse.Namespace) -> str:
     return os.path.abspath(args.workspace or os.getcwd())
 

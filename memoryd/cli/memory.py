@@ -8,6 +8,7 @@ fail with exit status 3 and say how to start it.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from typing import Any
@@ -19,10 +20,13 @@ from memoryd.cli.common import (
     age,
     client_for,
     command,
+    memory_root,
     print_json,
     workspace_of,
 )
-from memoryd.cli.render import progress_bar
+from memoryd.cli.paths import requested, shown
+from memoryd.cli.progress import Progress
+from memoryd.client import Client
 
 PROGRESS_POLL_SECS = 0.5
 
@@ -74,11 +78,13 @@ def _search(args: argparse.Namespace) -> int:
         print_json(result)
         return EXIT_OK
     hits = result["results"]
+    root, cwd = memory_root(args), os.getcwd()
     for hit in hits:
         when = f", {age(hit['chunk_time'])} old" if hit["source"] == "session" else ""
         start, end = hit["start_line"], hit["end_line"]
         lines = f"{start}" if start == end else f"{start}-{end}"
-        print(f"{hit['path']}:{lines}  score {hit['score']:.2f}  [{hit['source']}{when}]")
+        path = shown(root, hit["path"], cwd)
+        print(f"{path}:{lines}  score {hit['score']:.2f}  [{hit['source']}{when}]")
         for line in hit["snippet"].splitlines()[:6]:
             print(f"    {line}")
         print()
@@ -96,17 +102,22 @@ def _search(args: argparse.Namespace) -> int:
 @command
 def _get_command(subcommands: Subcommands) -> None:
     parser = subcommands.add_parser(
-        "get", help="print a memory file (path relative to the memory root), with line numbers"
+        "get", help="print a memory file with line numbers (a path as search prints it)"
     )
-    parser.add_argument("path", metavar="PATH", help="e.g. MEMORY.md or <workspace-dir>/MEMORY.md")
+    parser.add_argument(
+        "path",
+        metavar="PATH",
+        help="a path as search prints it (absolute or from here, optionally with :LINE or "
+        ":START-END), or relative to the memory root (MEMORY.md, <workspace-dir>/MEMORY.md)",
+    )
     add_common(parser)
     parser.add_argument(
         "--from",
         dest="start",
         type=int,
-        default=1,
+        default=None,
         metavar="LINE",
-        help="first line (1-based, default 1)",
+        help="first line (1-based; default 1, or the START of PATH:START-END)",
     )
     parser.add_argument("--lines", type=int, default=None, metavar="N", help="at most N lines")
     parser.add_argument("--json", action="store_true", help="print the raw JSON result")
@@ -114,13 +125,13 @@ def _get_command(subcommands: Subcommands) -> None:
 
 
 def _get(args: argparse.Namespace) -> int:
-    params: dict[str, Any] = {
-        "workspace": workspace_of(args),
-        "path": args.path,
-        "from": args.start,
-    }
+    wanted = requested(args.path, memory_root(args), os.getcwd(), os.path.isfile)
+    start = args.start if args.start is not None else (wanted.start or 1)
+    params: dict[str, Any] = {"workspace": workspace_of(args), "path": wanted.path, "from": start}
     if args.lines is not None:
         params["lines"] = args.lines
+    elif args.start is None and wanted.end is not None:
+        params["lines"] = wanted.end - start + 1
     with client_for(args) as client:
         result = client.request("memory.get", params)
     if args.json:
@@ -149,6 +160,7 @@ def _remember_command(subcommands: Subcommands) -> None:
         action="store_true",
         help="write to the global MEMORY.md instead of the workspace's",
     )
+    parser.add_argument("--json", action="store_true", help="print the raw JSON result")
     parser.set_defaults(handler=_remember)
 
 
@@ -158,8 +170,10 @@ def _remember(args: argparse.Namespace) -> int:
         result = client.call(
             "memory.remember", workspace=workspace_of(args), text=args.text, scope=scope
         )
-    if result.get("written", True):
-        print(f"remembered in {result['path']}")
+    if args.json:
+        print_json(result)
+    elif result.get("written", True):
+        print(f"remembered in {shown(memory_root(args), result['path'], os.getcwd())}")
     else:
         print("nothing to remember (empty note)", file=sys.stderr)
     return EXIT_OK
@@ -177,10 +191,13 @@ def _reindex_command(subcommands: Subcommands) -> None:
     parser.add_argument(
         "--embeddings",
         action="store_true",
-        help="also drop and rebuild every vector (shows a progress bar)",
+        help="also drop and rebuild every vector (progress on stderr)",
     )
     parser.add_argument(
         "--no-wait", action="store_true", help="do not wait for vectors to be rebuilt"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print the raw JSON result (after the vectors)"
     )
     parser.set_defaults(handler=_reindex)
 
@@ -189,32 +206,43 @@ def _reindex(args: argparse.Namespace) -> int:
     workspace = workspace_of(args)
     with client_for(args, timeout=None) as client:
         result = client.call("index.reindex", workspace=workspace, embeddings=args.embeddings)
-        print(
-            f"reindexed {result['files']} file(s): {result['changed']} changed, "
-            f"{result['chunks_added']} chunk(s) added in {result['took_ms']:.0f} ms"
-        )
-        total = int(result["vectors_pending"])
-        if total == 0 or args.no_wait:
-            if total:
-                print(f"{total} chunk(s) wait for vectors (see `memoryd status`)")
-            return EXIT_OK
-        pending = total
-        while pending > 0:
+        if not args.json:
             print(
-                f"\rvectors {progress_bar(total - pending, total)}",
-                end="",
-                file=sys.stderr,
-                flush=True,
+                f"reindexed {result['files']} file(s): {result['changed']} changed, "
+                f"{result['chunks_added']} chunk(s) added in {result['took_ms']:.0f} ms"
             )
-            time.sleep(PROGRESS_POLL_SECS)
-            stats = client.call("index.stats", workspace=workspace)
-            pending = int(stats["vectors_pending"])
-            error = stats.get("embedding_last_error")
-            if error and pending == total:
-                print(
-                    f"\nembedding is failing: {error} (vectors are retried in the background)",
-                    file=sys.stderr,
-                )
-                return EXIT_OK
-        print(f"\rvectors {progress_bar(total, total)}", file=sys.stderr)
+        total = int(result["vectors_pending"])
+        if total and not args.no_wait:
+            result["vectors_pending"], result["embedding_error"] = _wait_for_vectors(
+                client, workspace, total, quiet=args.json
+            )
+        elif total and not args.json:
+            print(f"{total} chunk(s) wait for vectors (see `memoryd status`)")
+    if args.json:
+        print_json(result)
     return EXIT_OK
+
+
+def _wait_for_vectors(
+    client: Client, workspace: str, total: int, *, quiet: bool
+) -> tuple[int, str | None]:
+    """Poll ``index.stats`` until no vector is pending (progress on stderr unless ``quiet``);
+    returns what is still pending and the provider's error when it fails before any."""
+    progress = Progress("vectors", sys.stderr)
+    pending = total
+    while pending > 0:
+        if not quiet:
+            progress.update(total - pending, total)
+        time.sleep(PROGRESS_POLL_SECS)
+        stats = client.call("index.stats", workspace=workspace)
+        pending = int(stats["vectors_pending"])
+        error = stats.get("embedding_last_error")
+        if error and pending == total:
+            if not quiet:
+                progress.interrupt(
+                    f"embedding is failing: {error} (vectors are retried in the background)"
+                )
+            return pending, str(error)
+    if not quiet:
+        progress.finish(total, total)
+    return 0, None

@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
 from memoryd.cli.common import (
+    EXIT_ERROR,
     EXIT_OK,
     Subcommands,
     add_common,
     client_for,
     command,
+    memory_root,
     print_json,
     workspace_of,
 )
+from memoryd.cli.paths import shown
 from memoryd.cli.render import render_dream_status
+
+DREAM_DONE = ("written", "nothing_to_store")
 
 
 @command
@@ -35,7 +41,7 @@ def _flush(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result)
     elif result.get("path"):
-        print(f"{result['outcome']}: {result['path']}")
+        print(f"{result['outcome']}: {shown(memory_root(args), result['path'], os.getcwd())}")
     else:
         print(result["outcome"])
     return EXIT_OK
@@ -83,7 +89,17 @@ def _dream(args: argparse.Namespace) -> int:
         print(render_dream_status(result))
     else:
         _print_run(result)
-    return EXIT_OK
+    if args.undo or args.status or dream_ran(result):
+        return EXIT_OK
+    return EXIT_ERROR
+
+
+def dream_ran(result: dict[str, Any]) -> bool:
+    """Whether a requested dream did its job: it wrote, the model found nothing to store, or
+    there was nothing to consolidate. Anything else (the lock held, dream disabled, no
+    model, a refused or failed answer, an edit meanwhile) exits 1."""
+    outcome = result.get("outcome")
+    return outcome in DREAM_DONE or (outcome, result.get("reason")) == ("skipped", "nothing_to_do")
 
 
 def _print_run(result: dict[str, Any]) -> None:
