@@ -184,3 +184,23 @@ def test_prepare_file_memory_is_bounded_by_the_limit_not_the_file(tmp_path: Path
     assert len(item.data) == 100_000 and item.size == 10_000_001
     assert sum(len(c.text) for c in item.chunks or ()) < 200_000
     assert item.warnings and item.warnings[0].startswith("larger than index.max_file_bytes")
+
+
+def test_memory_get_reads_a_file_of_one_huge_line_to_its_end(
+    home: Path, processes: Callable[..., DaemonProcess]
+) -> None:
+    ws = project(home, "line")
+    memory = resolve_workspace(ws, home / "memory")
+    memory.dir.mkdir(parents=True, exist_ok=True)
+    text = "ab" * 350_000  # 700,000 characters, no newline: 3 replies
+    memory.memory_file.write_text(text)
+    daemon = processes().start()
+    params: dict[str, object] = {"workspace": str(ws), "path": f"{memory.dir.name}/MEMORY.md"}
+    pages = []
+    for _ in range(10):
+        page = daemon.call("memory.get", **params)
+        pages.append(page["text"])
+        if "next_from" not in page:
+            break
+        params.update({"from": page["next_from"], "from_char": page["next_char"]})
+    assert "".join(pages) == text and len(pages) == 3

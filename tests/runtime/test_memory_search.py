@@ -396,3 +396,30 @@ async def test_get_pages_a_huge_file_instead_of_one_huge_reply(
     assert "".join(pages) == env.workspace.memory_file.read_text()
     small = await mem.get(rel, 1, 3)
     assert "next_from" not in small and small["text"].count("\n") == 3
+
+
+async def test_get_pages_inside_a_line_longer_than_a_reply(
+    env: Env, open_memory: MemoryFactory
+) -> None:
+    """Issue #17: a first line over 256 KiB used to return ``next_from == from`` (a client
+    following it looped forever); the cursor now moves inside the line."""
+    from memoryd.runtime.workspace.memory import MAX_GET_CHARS
+
+    text = "é" * (2 * MAX_GET_CHARS + 17) + "\nsecond line\n" + "x" * (MAX_GET_CHARS + 1)
+    env.workspace.memory_file.write_text(text)
+    mem = await open_memory()
+    rel = f"{env.workspace.key.dirname}/MEMORY.md"
+    pages: list[str] = []
+    cursors: set[tuple[int, int]] = set()
+    page = await mem.get(rel)
+    while True:
+        assert len(page["text"]) <= MAX_GET_CHARS
+        pages.append(page["text"])
+        if "next_from" not in page:
+            break
+        cursor = (page["next_from"], page.get("next_char", 0))
+        assert cursor not in cursors and cursor != (page["start_line"], page.get("start_char", 0))
+        cursors.add(cursor)
+        page = await mem.get(rel, cursor[0], None, cursor[1])
+    assert "".join(pages) == text
+    assert len(pages) == 5  # 256K + 256K + 17 chars and line 2, then line 3 in two

@@ -90,14 +90,15 @@ def build_methods(ctx: DaemonContext) -> MethodTable:
 
     @table.method("memory.get")
     async def get(params: dict[str, Any]) -> dict[str, Any]:
-        p.known_only(params, ("workspace", "path", "from", "lines"))
+        p.known_only(params, ("workspace", "path", "from", "from_char", "lines"))
         path = p.string(params, "path", max_len=4096)
         start = p.integer(params, "from", 1, minimum=1)
+        start_char = p.integer(params, "from_char", 0, minimum=0)
         lines = p.integer(params, "lines", None, minimum=1)
         workspace = _workspace(params)
         async with ctx.supervisor.order.read(workspace):
             actor = await ctx.supervisor.actor_for(workspace)
-            return await actor.get(path, start, lines)
+            return await actor.get(path, start, lines, start_char)
 
     @table.method("memory.remember")
     async def remember(params: dict[str, Any]) -> dict[str, Any]:

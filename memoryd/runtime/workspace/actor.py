@@ -277,9 +277,11 @@ class WorkspaceActor:
         self._embed_wakeup.set()
         return out
 
-    async def get(self, path: str, start: int, lines: int | None) -> dict[str, Any]:
+    async def get(
+        self, path: str, start: int, lines: int | None, start_char: int = 0
+    ) -> dict[str, Any]:
         with self._request():
-            return await self.memory.get(path, start, lines)
+            return await self.memory.get(path, start, lines, start_char)
 
     async def files(self) -> list[dict[str, object]]:
         with self._request():

@@ -468,23 +468,44 @@ class WorkspaceMemory:
             }
         return {"path": rel, "written": True}
 
-    async def get(self, path: str, start: int = 1, lines: int | None = None) -> dict[str, Any]:
-        """Read a memory file (relative to the memory root) as a 1-based line window."""
+    async def get(
+        self, path: str, start: int = 1, lines: int | None = None, start_char: int = 0
+    ) -> dict[str, Any]:
+        """Read a memory file (relative to the memory root) as a 1-based line window.
+
+        A reply holds at most :data:`MAX_GET_CHARS` characters: it ends at a line end and
+        ``next_from`` names the next line, or — when one line alone is longer — it ends
+        inside that line and ``next_from``/``next_char`` say where the rest begins (pass them
+        back as ``from``/``from_char``). The cursor always moves: any file can be read to
+        its end by following it.
+        """
         if start < 1:
             raise InvalidParams("from must be at least 1")
         if lines is not None and lines < 1:
             raise InvalidParams("lines must be at least 1")
+        if start_char < 0:
+            raise InvalidParams("from_char must not be negative")
         target = resolve_client_path(self.root, self.workspace, path)
         text = await anyio.to_thread.run_sync(read_text, target)
         if text is None:
             raise NotFound(f"no memory file at {path!r}")
         window, first, total = numbered_lines(text, start, lines)
+        if start_char:
+            line_end = window.find("\n") + 1 or len(window)
+            window = window[min(start_char, line_end) :]
         out: dict[str, Any] = {"path": path, "text": window, "start_line": first}
+        if start_char:
+            out["start_char"] = start_char
         if len(window) > MAX_GET_CHARS:  # one reply stays small: a client pages with `from`
             window = window[:MAX_GET_CHARS]
-            window = window[: window.rfind("\n") + 1] or window
-            out["text"] = window
-            out["next_from"] = first + window.count("\n")
+            whole = window.rfind("\n") + 1
+            if whole:
+                out["text"] = window[:whole]
+                out["next_from"] = first + window.count("\n", 0, whole)
+            else:  # one line longer than a reply: page inside it
+                out["text"] = window
+                out["next_from"] = first
+                out["next_char"] = start_char + len(window)
         out["total_lines"] = total
         return out
 
