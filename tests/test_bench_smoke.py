@@ -9,7 +9,8 @@ from pathlib import Path
 from bench.corpus import corpus_files, queries, write_corpus
 from bench.report import Row, Target, format_markdown, format_table, percentile, write_json
 from memoryd.core.chunking import chunk_markdown
-from memoryd.core.keywords import build_match_query, is_cjk
+from memoryd.core.keywords import build_match_query
+from memoryd.core.text import is_cjk
 from memoryd.core.workspace import session_date_from_name
 
 SESSION_NAME = re.compile(r"\d{4}-\d{2}-\d{2}-[a-z0-9-]+-[0-9a-f]{8}\.md")

@@ -34,6 +34,8 @@ from typing import NamedTuple
 
 import blake3
 
+from memoryd.core.markdown import Heading, marked_lines, sections
+
 __all__ = [
     "Chunk",
     "chunk_ids",
@@ -45,16 +47,7 @@ __all__ = [
 
 HEADING_SEPARATOR = " > "
 
-_HEADING = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*")
-_CLOSING_HASHES = re.compile(r"(?:^|[ \t]+)#+$")
-_FENCE_OPEN = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
-_FENCE_CLOSE = re.compile(r" {0,3}(`{3,}|~{3,})[ \t]*")
 _FLUSH_MARK = re.compile(r"\s*<!--\s*flush\s+(\S+)(?:\s+trigger=\S*)?\s*-->\s*")
-# Where a line can open or close a fence or be a heading: its first character after at most
-# three spaces is one of these (every other line is plain text to _sections).
-# (Searched as "\n" + that, which SRE finds fast; the first line is looked at on its own.)
-_MARKED_LINE = re.compile(r"\n {0,3}[#`~]")
-_MARKED_FIRST_LINE = re.compile(r" {0,3}[#`~]")
 _COMMENT_OPEN = re.compile("<!--")
 
 
@@ -95,14 +88,7 @@ def chunk_markdown(text: str, max_chars: int = 1600, overlap_chars: int = 320) -
     overlap = min(overlap_chars, max_chars // 2)
     lines = text.split("\n")
     chunks: list[Chunk] = []
-    marked = [0] if _MARKED_FIRST_LINE.match(text) else []
-    index, counted = 0, 0
-    for match in _MARKED_LINE.finditer(text):
-        at = match.start()  # the "\n" that ends the line before the marked one
-        index += text.count("\n", counted, at) + 1
-        counted = at + 1
-        marked.append(index)
-    for section in _sections(lines, marked):
+    for section in _sections(lines, marked_lines(text)):
         first, stop = section.first, section.stop
         while first < stop and _blank(lines[first]):
             first += 1
@@ -202,17 +188,6 @@ def _blank(line: str) -> bool:
     return not line.strip()
 
 
-def _heading_title(line: str) -> tuple[int, str] | None:
-    """``(level, title)`` when ``line`` is an ATX heading, else ``None``."""
-    match = _HEADING.fullmatch(line.removesuffix("\r"))
-    if match is None:
-        return None
-    title = (match.group(2) or "").strip()
-    if title.endswith("#"):
-        title = _CLOSING_HASHES.sub("", title).strip()
-    return len(match.group(1)), title
-
-
 def _matching_lines(text: str, pattern: re.Pattern[str]) -> list[tuple[int, int]]:
     """``(0-based index, start offset)`` of each line of ``text`` (split at ``'\\n'``) where
     ``pattern`` finds a match, in order, each line once."""
@@ -230,39 +205,23 @@ def _matching_lines(text: str, pattern: re.Pattern[str]) -> list[tuple[int, int]
 
 
 def _sections(lines: Sequence[str], marked: Sequence[int]) -> list[_Section]:
-    """Cut ``lines`` at ATX headings outside fenced code; a heading opens its section.
+    """The sections of :func:`memoryd.core.markdown.sections`, each with its heading path.
 
-    ``marked`` are the indices of the lines that can be a heading or a fence line (in
-    order; see ``_MARKED_LINE``): every other line leaves the state as it is.
+    ``marked`` are the lines that can be a heading or a fence line
+    (:func:`~memoryd.core.markdown.marked_lines`); every other line is plain text.
     """
-    sections: list[_Section] = []
-    path: list[tuple[int, str]] = []  # (level, title) of the open headings
-    heading, first = "", 0
-    fence: str | None = None  # the opening fence of the code block we are in
-    for index in marked:
-        line = lines[index].removesuffix("\r")
-        if fence is not None:
-            close = _FENCE_CLOSE.fullmatch(line)
-            if close and close.group(1)[0] == fence[0] and len(close.group(1)) >= len(fence):
-                fence = None
-            continue
-        if line.lstrip(" ")[:1] != "#":  # "`" or "~": a fence, or plain text
-            opening = _FENCE_OPEN.fullmatch(line)
-            if opening and not (opening.group(1)[0] == "`" and "`" in opening.group(2)):
-                fence = opening.group(1)
-            continue
-        found = _heading_title(line)
-        if found is None:
-            continue
-        level, title = found
-        sections.append(_Section(heading, first, index))
-        while path and path[-1][0] >= level:
-            path.pop()
-        path.append((level, title))
-        heading = HEADING_SEPARATOR.join(t for _, t in path if t)
-        first = index
-    sections.append(_Section(heading, first, len(lines)))
-    return sections
+    out: list[_Section] = []
+    path: list[Heading] = []  # the open headings
+    heading = ""
+    for section in sections(lines, marked):
+        h = section.heading
+        if h is not None:
+            while path and path[-1].level >= h.level:
+                path.pop()
+            path.append(h)
+            heading = HEADING_SEPARATOR.join(p.title for p in path if p.title)
+        out.append(_Section(heading, section.first, section.stop))
+    return out
 
 
 def _make(start: int, end: int, heading: str, text: str) -> Chunk:

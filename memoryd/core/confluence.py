@@ -32,6 +32,7 @@ from typing import Any
 from blake3 import blake3
 
 from memoryd.core.dreaming import normalize_heading, strip_footer
+from memoryd.core.markdown import Fences, heading, sections, unwrap_fence
 from memoryd.core.templates import is_scaffold
 from memoryd.errors import ModelError
 
@@ -61,11 +62,6 @@ EXPERIENCE_HEADER = (
     "Each names its sources. Edit freely.\n"
 )
 
-_FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
-_H1 = re.compile(r"^[ \t]{0,3}#[ \t]+\S")
-_H2 = re.compile(r"^[ \t]{0,3}##[ \t]+(\S.*?)(?:[ \t]+#+)?[ \t]*$")
-_ANY_HEADING = re.compile(r"^([ \t]{0,3})(#{1,6})(?=[ \t]|$)")
-_WRAPPING_FENCE = re.compile(r"\A(`{3,}|~{3,})[ \t]*(?:json)?[ \t]*\n(.*)\n\1[ \t]*\Z", re.S | re.I)
 _SOURCE_ID = re.compile(r"\A\[?\s*(S\d{1,4})\s*\]?\Z", re.I)
 
 
@@ -103,34 +99,25 @@ def consolidated_sections(workspace: str, text: str | None) -> list[MemorySectio
     """
     if not text or is_scaffold(text):
         return []
-    sections: list[MemorySection] = []
-    heading: str | None = None
-    body: list[str] = []
-    fence: str | None = None
+    lines = strip_footer(text.replace("\r\n", "\n")).split("\n")
+    found: list[MemorySection] = []
+    title: str | None = None  # the open ## section's title
+    first = 0  # its first body line
+    for part in sections(lines):
+        h = part.heading
+        if h is None or h.level > 2:
+            continue  # text before the first heading; ### and deeper stay in their section
+        if title is not None:
+            found.append(MemorySection(workspace, title, _body(lines, first, part.first)))
+        title = h.title if h.level == 2 and h.title else None
+        first = part.first + 1
+    if title is not None:
+        found.append(MemorySection(workspace, title, _body(lines, first, len(lines))))
+    return found
 
-    def close() -> None:
-        if heading is not None:
-            sections.append(MemorySection(workspace, heading, "\n".join(body).strip()))
 
-    for line in strip_footer(text.replace("\r\n", "\n")).split("\n"):
-        opener = _FENCE.match(line)
-        if fence is not None:
-            if opener and opener.group(1)[0] == fence[0] and len(opener.group(1)) >= len(fence):
-                fence = None
-            body.append(line)
-            continue
-        if opener:
-            fence = opener.group(1)
-            body.append(line)
-            continue
-        h2 = _H2.match(line)
-        if h2 or _H1.match(line):
-            close()
-            heading, body = (h2.group(1).strip() if h2 else None), []
-            continue
-        body.append(line)
-    close()
-    return sections
+def _body(lines: Sequence[str], first: int, stop: int) -> str:
+    return "\n".join(lines[first:stop]).strip()
 
 
 # ---------------------------------------------------------------------------- watermark
@@ -280,9 +267,9 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def _load_json(answer: str) -> Any:
     """The JSON value of ``answer`` (one code fence around it is allowed); ValueError."""
     text = answer.replace("\r\n", "\n").strip()
-    wrapped = _WRAPPING_FENCE.match(text)
-    if wrapped:
-        text = wrapped.group(2).strip()
+    inside = unwrap_fence(text, ("", "json"))
+    if inside is not None:
+        text = inside.strip()
     return json.loads(text, object_pairs_hook=_no_duplicate_keys)
 
 
@@ -452,16 +439,11 @@ def existing_titles(text: str | None) -> set[str]:
 def _escape_headings(body: str) -> str:
     """``body`` with heading lines outside code fences escaped, so a lesson stays one section."""
     out: list[str] = []
-    fence: str | None = None
+    fences = Fences()
     for line in body.split("\n"):
-        opener = _FENCE.match(line)
-        if fence is not None:
-            if opener and opener.group(1)[0] == fence[0]:
-                fence = None
-        elif opener:
-            fence = opener.group(1)
-        else:
-            line = _ANY_HEADING.sub(r"\1\\\2", line)
+        if not fences.feed(line) and heading(line) is not None:
+            at = line.index("#")
+            line = f"{line[:at]}\\{line[at:]}"
         out.append(line)
     return "\n".join(out)
 

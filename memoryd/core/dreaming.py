@@ -33,7 +33,9 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from memoryd.core.flushing import has_heading, is_no_reply
+from memoryd.core.markdown import sections, unwrap_fence
 from memoryd.core.templates import is_scaffold
+from memoryd.core.text import WORD, words_and_bigrams
 from memoryd.core.workspace import session_id_prefix
 
 GateName = Literal["disabled", "subagent", "too_soon", "too_few_sessions", "open"]
@@ -46,10 +48,6 @@ DOCUMENT_OVERLAP = 0.8
 
 MEMORY_SEPARATOR = "--- MEMORY.md ---"
 _FOOTER_RE = re.compile(r"^[ \t]*<!-- dream [^\n]*?-->[ \t]*\n?", re.MULTILINE)
-_ANY_HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t#]*$")
-_FENCE = re.compile(r"^[ \t]{0,3}(```|~~~)")
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
-_WORD = re.compile(r"[^\W_]+")
 _STOP_WORDS = frozenset(
     (
         "the and for are but not you all any can had has her was one our out use with this that "
@@ -299,13 +297,6 @@ class AnswerCheck:
         return self.outcome == "ok"
 
 
-def _unfence(text: str) -> str:
-    lines = text.strip().split("\n")
-    if len(lines) >= 2 and _FENCE.match(lines[0]) and lines[-1].strip() in ("```", "~~~"):
-        return "\n".join(lines[1:-1])
-    return text
-
-
 def check_answer(answer: str) -> AnswerCheck:
     """Validate a dream answer (SPEC §8.4 step 3).
 
@@ -320,7 +311,8 @@ def check_answer(answer: str) -> AnswerCheck:
         return AnswerCheck("empty")
     if is_no_reply(text):
         return AnswerCheck("no_reply")
-    text = strip_footer(_unfence(text)).strip()
+    inside = unwrap_fence(text)
+    text = strip_footer(text if inside is None else inside).strip()
     if not text:
         return AnswerCheck("empty")
     if is_no_reply(text):
@@ -343,49 +335,32 @@ class Section:
 
 
 def split_sections(text: str) -> list[Section]:
-    """``text`` cut at every heading line (``#`` … ``######``) outside code fences."""
-    sections: list[Section] = []
-    level, heading, body = 0, "", []
-    fence: str | None = None
-    for line in text.split("\n"):
-        opener = _FENCE.match(line)
-        if fence is not None:
-            if opener and opener.group(1) == fence:
-                fence = None
-            body.append(line)
-            continue
-        if opener:
-            fence = opener.group(1)
-            body.append(line)
-            continue
-        match = _ANY_HEADING.match(line)
-        if match:
-            if level or "".join(body).strip():
-                sections.append(Section(level, heading, "\n".join(body).strip()))
-            level, heading, body = len(match.group(1)), match.group(2).strip(), []
-        else:
-            body.append(line)
-    if level or "".join(body).strip():
-        sections.append(Section(level, heading, "\n".join(body).strip()))
-    return sections
+    """``text`` cut at every heading line (``#`` … ``######``) outside code fences.
+
+    Text before the first heading is a section of level 0 when it is not blank.
+    """
+    lines = text.split("\n")
+    out: list[Section] = []
+    for part in sections(lines):
+        h = part.heading
+        body = "\n".join(lines[part.first + (h is not None) : part.stop]).strip()
+        if h is not None:
+            out.append(Section(h.level, h.title, body))
+        elif body:
+            out.append(Section(0, "", body))
+    return out
 
 
 def normalize_heading(heading: str) -> str:
     """A heading compared loosely: NFKC, lowercase, punctuation and emphasis dropped."""
     text = unicodedata.normalize("NFKC", heading).lower()
-    return " ".join(_WORD.findall(text))
+    return " ".join(WORD.findall(text))
 
 
 def content_tokens(text: str) -> frozenset[str]:
     """Distinct content words (3+ chars, not stop words) and CJK character bigrams."""
-    lowered = unicodedata.normalize("NFKC", text).lower()
-    tokens: set[str] = set()
-    for run in _CJK.findall(lowered):
-        tokens.update(run[i : i + 2] for i in range(max(1, len(run) - 1)))
-    for word in _WORD.findall(_CJK.sub(" ", lowered)):
-        if len(word) >= 3 and word not in _STOP_WORDS:
-            tokens.add(word)
-    return frozenset(tokens)
+    words, bigrams = words_and_bigrams(unicodedata.normalize("NFKC", text).lower())
+    return frozenset(bigrams).union(w for w in words if len(w) >= 3 and w not in _STOP_WORDS)
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any, Literal, get_args
 
+from memoryd.core.markdown import Fences, headings, unwrap_fence
 from memoryd.errors import InvalidParams
 
 Role = Literal["user", "assistant", "system", "tool"]
@@ -62,9 +63,6 @@ _MARKUP_PREFIXES = (
     "[request interrupted",
 )
 _SLASH_COMMAND = re.compile(r"/[A-Za-z][\w:.-]*(?:\s|$)")
-_HEADING_LINE = re.compile(r"#{1,2} +\S")
-_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
-_WRAPPING_FENCE = re.compile(r"\A(`{3,}|~{3,})[ \t]*(?:markdown|md)?[ \t]*\n(.*)\n\1[ \t]*\Z", re.S)
 _FLUSH_MARK_LINE = re.compile(r"[ \t]*<!--\s*flush\b.*-->[ \t]*")
 _NO_REPLY_NOISE = re.compile(r"[\s_\-*`'\".!,:;()\[\]]+")
 
@@ -223,30 +221,16 @@ def is_no_reply(text: str) -> bool:
 def _fence_states(text: str) -> list[tuple[str, bool, bool]]:
     """Each line of ``text`` with whether it is part of a fenced code block (its fences
     included) and whether a fence is still open after it."""
-    out: list[tuple[str, bool, bool]] = []
-    fence: str | None = None
-    for line in text.split("\n"):
-        match = _FENCE.match(line)
-        if fence is None:
-            if match:
-                fence = match.group(1)
-            out.append((line, fence is not None, fence is not None))
-            continue
-        closes = (
-            match is not None
-            and match.group(1)[0] == fence[0]
-            and len(match.group(1)) >= len(fence)
-            and not line.strip().strip(fence[0])
-        )
-        if closes:
-            fence = None
-        out.append((line, True, fence is not None))
-    return out
+    fences = Fences()
+    return [(line, fences.feed(line), fences.fence is not None) for line in text.split("\n")]
 
 
 def has_heading(text: str) -> bool:
-    """True when a line (outside code fences) starts with ``# `` or ``## `` and a title."""
-    return any(not fenced and _HEADING_LINE.match(line) for line, fenced, _ in _fence_states(text))
+    """True when a line outside code fences is a ``#`` or ``##`` heading with a title."""
+    for _, h in headings(text.split("\n")):
+        if h.level <= 2 and h.title:
+            return True
+    return False
 
 
 def _cut(text: str, max_chars: int) -> str:
@@ -280,9 +264,9 @@ def check_flush_answer(text: str, max_chars: int) -> FlushVerdict:
         return FlushVerdict("nothing", reason="empty answer")
     if is_no_reply(body):
         return FlushVerdict("nothing", reason="NO_REPLY")
-    wrapped = _WRAPPING_FENCE.match(body)
-    if wrapped:
-        body = wrapped.group(2).strip()
+    inside = unwrap_fence(body, ("", "markdown", "md"))
+    if inside is not None:
+        body = inside.strip()
     body = "\n".join(
         line for line in body.split("\n") if not _FLUSH_MARK_LINE.fullmatch(line)
     ).strip()

@@ -15,34 +15,14 @@ from __future__ import annotations
 
 import re
 
+from memoryd.core.text import CJK_RUN, WORD, cjk_bigrams, is_cjk
+
 __all__ = [
     "STOP_WORDS",
     "build_match_query",
-    "cjk_bigrams",
     "extract_keywords",
     "fts_text",
-    "is_cjk",
 ]
-
-# Inclusive code point ranges of the scripts written without spaces between words (plus
-# Hangul, whose words unicode61 would still keep whole with their particles attached).
-_CJK_RANGES: tuple[tuple[int, int], ...] = (
-    (0x1100, 0x11FF),  # Hangul Jamo
-    (0x3005, 0x3007),  # 々 〆 〇 (iteration mark, closing mark, ideographic zero)
-    (0x3040, 0x309F),  # Hiragana
-    (0x30A0, 0x30FF),  # Katakana
-    (0x3130, 0x318F),  # Hangul Compatibility Jamo
-    (0x31F0, 0x31FF),  # Katakana Phonetic Extensions
-    (0x3400, 0x4DBF),  # CJK Unified Ideographs Extension A
-    (0x4E00, 0x9FFF),  # CJK Unified Ideographs
-    (0xA960, 0xA97F),  # Hangul Jamo Extended-A
-    (0xAC00, 0xD7AF),  # Hangul Syllables
-    (0xD7B0, 0xD7FF),  # Hangul Jamo Extended-B
-    (0xF900, 0xFAFF),  # CJK Compatibility Ideographs
-    (0xFF66, 0xFF9F),  # Halfwidth Katakana
-    (0x20000, 0x2FA1F),  # Extensions B-F and Compatibility Ideographs Supplement
-    (0x30000, 0x323AF),  # Extensions G-H
-)
 
 STOP_WORDS: frozenset[str] = frozenset(
     """
@@ -62,28 +42,6 @@ STOP_WORDS: frozenset[str] = frozenset(
 few common Chinese function words or Japanese particles (a run containing one, like 目的
 or 现在, is kept)."""
 
-_WORD = re.compile(r"[^\W_]+")  # runs of letters and digits; '_' splits, as in unicode61
-
-
-_CJK_CLASS = "".join(f"{re.escape(chr(low))}-{re.escape(chr(high))}" for low, high in _CJK_RANGES)
-_CJK_RUN = re.compile(f"[{_CJK_CLASS}]+")
-
-
-def is_cjk(ch: str) -> bool:
-    """True for a Han ideograph, kana or Hangul letter (not CJK punctuation or symbols).
-
-    Only letters and numerals count (``str.isalnum``), so the katakana middle dot ``・`` or
-    the voiced sound marks ``゛`` separate runs exactly as they separate FTS5 tokens.
-    """
-    return _CJK_RUN.fullmatch(ch) is not None and ch.isalnum()
-
-
-def cjk_bigrams(run: str) -> list[str]:
-    """Overlapping character bigrams of a CJK run; a one-character run stays a unigram."""
-    if len(run) <= 1:
-        return [run] if run else []
-    return [run[i : i + 2] for i in range(len(run) - 1)]
-
 
 def fts_text(text: str) -> str:
     """The text given to FTS5 for ``text``: each CJK run replaced by its bigrams.
@@ -94,7 +52,7 @@ def fts_text(text: str) -> str:
     """
     if text.isascii():
         return text  # the common case: nothing to rewrite
-    return _CJK_RUN.sub(_bigrammed, text)
+    return CJK_RUN.sub(_bigrammed, text)
 
 
 def _bigrammed(match: re.Match[str]) -> str:
@@ -158,7 +116,7 @@ def extract_keywords(query: str) -> list[str]:
     when they have two or more characters, are not pure numbers and are not stop words.
     """
     keywords: dict[str, None] = {}  # ordered set
-    for word in _WORD.findall(query.lower()):
+    for word in WORD.findall(query.lower()):
         for part in _split_script(word):
             if is_cjk(part[0]):
                 keep = part not in STOP_WORDS

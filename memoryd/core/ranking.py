@@ -24,12 +24,13 @@ filter instead.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
+from memoryd.core.markdown import strip_comments
 from memoryd.core.templates import is_scaffold
+from memoryd.core.text import words_and_bigrams
 
 SECONDS_PER_DAY = 86_400.0
 ACCESS_BOOST_RATE = 0.05
@@ -221,10 +222,6 @@ def access_boost(access_count: int) -> float:
     return 1.0 + ACCESS_BOOST_RATE * math.log1p(max(access_count, 0))
 
 
-# CommonMark: an HTML comment without its closing ``-->`` runs to the end of the document.
-_HTML_COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.DOTALL)
-
-
 def is_content_free(text: str) -> bool:
     """True for text a search must never return.
 
@@ -233,26 +230,14 @@ def is_content_free(text: str) -> bool:
     section that is only a heading (``## Use pnpm``) is content: a one-line ``remember``
     is stored that way.
     """
-    stripped = _HTML_COMMENT.sub("", text)
+    stripped = strip_comments(text)
     return not stripped.strip() or is_scaffold(stripped) or is_scaffold(text)
-
-
-_CJK_RUN = re.compile(
-    "[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f]+"
-)
-_WORD = re.compile(r"\w+")
 
 
 def snippet_tokens(text: str) -> frozenset[str]:
     """The token set MMR compares: lowercase words, CJK runs as character bigrams."""
-    lowered = text.lower()
-    tokens: set[str] = set()
-    for run in _CJK_RUN.findall(lowered):
-        if len(run) == 1:
-            tokens.add(run)
-        tokens.update(run[i : i + 2] for i in range(len(run) - 1))
-    tokens.update(_WORD.findall(_CJK_RUN.sub(" ", lowered)))
-    return frozenset(tokens)
+    words, bigrams = words_and_bigrams(text.lower())
+    return frozenset(words).union(bigrams)
 
 
 def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:

@@ -17,14 +17,13 @@ similar vectors. It is for tests and benchmarks only and is never chosen by ``au
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 import blake3
 
-from memoryd.core.keywords import is_cjk
 from memoryd.core.ranking import REFERENCE_SCALE, SimilarityScale
+from memoryd.core.text import WORD, is_cjk
 
 
 @runtime_checkable
@@ -54,12 +53,9 @@ def normalize(vector: Sequence[float]) -> list[float]:
     return [x / norm for x in vector]
 
 
-_WORD = re.compile(r"\w+", re.UNICODE)
-
-
 def _features(text: str) -> list[str]:
     feats: list[str] = []
-    for word in _WORD.findall(text.lower()):
+    for word in WORD.findall(text.lower()):
         if any(is_cjk(ch) for ch in word):
             feats.extend(word[i : i + 2] for i in range(max(1, len(word) - 1)))
             continue

@@ -18,7 +18,7 @@ import blake3
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memoryd.core import chunking
+from memoryd.core import chunking, markdown
 from memoryd.core.chunking import (
     Chunk,
     chunk_ids,
@@ -27,7 +27,8 @@ from memoryd.core.chunking import (
     flush_marks,
     session_chunk_times,
 )
-from memoryd.core.keywords import _CJK_RUN, _alnum_pieces, cjk_bigrams, fts_text
+from memoryd.core.keywords import _alnum_pieces, fts_text
+from memoryd.core.text import CJK_RUN, cjk_bigrams
 from tests.core.test_chunking import markdownish
 
 _FENCE_OPEN = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
@@ -51,7 +52,7 @@ def reference_sections(lines: Sequence[str]) -> list[tuple[str, int, int]]:
         if opening and not (opening.group(1)[0] == "`" and "`" in opening.group(2)):
             fence = opening.group(1)
             continue
-        found = chunking._heading_title(line)
+        found = markdown.heading(line)
         if found is None:
             continue
         level, title = found
@@ -68,9 +69,9 @@ def reference_sections(lines: Sequence[str]) -> list[tuple[str, int, int]]:
 def sections_now(text: str) -> list[tuple[str, int, int]]:
     """The sections chunk_markdown cuts ``text`` into, read back from its chunks' input."""
     lines = text.split("\n")
-    marked = [0] if chunking._MARKED_FIRST_LINE.match(text) else []
-    marked.extend(text.count("\n", 0, m.start()) + 1 for m in chunking._MARKED_LINE.finditer(text))
-    return [(s.heading, s.first, s.stop) for s in chunking._sections(lines, marked)]
+    return [
+        (s.heading, s.first, s.stop) for s in chunking._sections(lines, markdown.marked_lines(text))
+    ]
 
 
 def reference_ids(path: str, chunks: Sequence[Chunk]) -> list[str]:
@@ -105,7 +106,7 @@ def reference_fts_text(text: str) -> str:
         return text
     out: list[str] = []
     done = 0
-    for match in _CJK_RUN.finditer(text):
+    for match in CJK_RUN.finditer(text):
         start = match.start()
         for offset, piece in _alnum_pieces(match.group()):
             if not piece.isalnum():

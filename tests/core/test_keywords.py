@@ -6,13 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memoryd.core.keywords import (
-    build_match_query,
-    cjk_bigrams,
-    extract_keywords,
-    fts_text,
-    is_cjk,
-)
+from memoryd.core.keywords import build_match_query, extract_keywords, fts_text
+from memoryd.core.text import cjk_bigrams, is_cjk
 
 
 @pytest.mark.parametrize(

@@ -21,14 +21,13 @@ import psutil
 
 from memoryd import __version__
 from memoryd.core import params as p
+from memoryd.core.config import SOURCES
 from memoryd.core.flushing import parse_messages
 from memoryd.errors import InvalidParams
 from memoryd.providers.factory import describe
 from memoryd.runtime.rpc.table import MethodTable
 from memoryd.runtime.supervisor import Supervisor
 from memoryd.runtime.workspace.sessions import check_session_id
-
-SOURCES = ("global", "workspace", "session")
 
 
 @dataclass(slots=True)

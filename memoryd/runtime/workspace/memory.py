@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 import anyio
 import structlog
 
-from memoryd.core.config import Config
+from memoryd.core.config import SOURCES, Config
 from memoryd.core.keywords import build_match_query
 from memoryd.core.notes import format_note, numbered_lines
 from memoryd.core.ranking import Candidate, RankParams, cosine_from_l2, rank
@@ -43,7 +43,6 @@ log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
 
-SOURCES = ("global", "workspace", "session")
 BATCH_SYNC_MIN = 16  # sync this many dirty files or more in batched transactions
 MAX_GET_CHARS = 256 * 1024  # memory.get answers at most this much text; the rest by `from`
 
