@@ -7,6 +7,8 @@
   Other workspaces are untouched.
 - Actors idle for ``daemon.actor_idle_secs`` (and with no request in flight) are stopped; the
   next request starts them again — one arriving while the actor stops waits for the restart.
+  A stopped workspace leaves :attr:`Supervisor.slots` (and ``status``): nothing kept grows
+  with the number of workspaces ever opened.
 - :meth:`Supervisor.run` owns every actor task in one task group; cancelling it stops them all.
 """
 
@@ -244,16 +246,18 @@ class Supervisor:
         ws = await anyio.to_thread.run_sync(resolve_workspace, workspace_path, self.root)
         key = ws.key.dirname
         if key not in self._registered:  # the confluence's registry (SPEC §10), once per life
+            if len(self._registered) >= MAX_KNOWN_SPELLINGS:
+                self._registered.clear()  # bounded: at worst a workspace is recorded again
             self._registered.add(key)
             if not await anyio.to_thread.run_sync(record_workspace, self.root, ws):
                 self._registered.discard(key)
-        slot = self.slots.get(key)
-        if slot is None:
-            slot = self.slots[key] = Slot(workspace=ws)
         if len(self._known) >= MAX_KNOWN_SPELLINGS:
             self._known.clear()
         self._known[workspace_path] = key
         while True:
+            slot = self.slots.get(key)
+            if slot is None:  # never started, or stopped and forgotten
+                slot = self.slots[key] = Slot(workspace=ws)
             if slot.stopping and slot.finished is not None:
                 await slot.finished.wait()  # an idle stop is under way: wait, then start anew
                 continue
@@ -323,6 +327,11 @@ class Supervisor:
             slot.stopping = False
             self._signal_ready(slot)
             slot.ready = None
+            if not slot.failures and self.slots.get(key) is slot:
+                # Stopped on purpose (idle, shutdown): nothing of it stays behind, so memory
+                # and `status` do not grow with every workspace ever opened. A failed slot
+                # stays, with its error and backoff, until it runs again.
+                del self.slots[key]
             if finished is not None:
                 finished.set()
 

@@ -157,7 +157,7 @@ async def test_idle_actors_stop_and_come_back_with_their_data(home: Path) -> Non
 
         async def stopped() -> bool:
             actor = await d.actor_status(a)
-            return actor is not None and actor["state"] == "stopped"
+            return actor is None  # a stopped workspace leaves status (issue #17)
 
         await wait_until(stopped)
         assert await hits(d, a, "idle") != []  # started again, with its index
@@ -256,7 +256,7 @@ async def test_a_running_actor_is_found_without_resolving_its_workspace_again(
 
         async def stopped() -> bool:
             actor = await d.actor_status(a)
-            return actor is not None and actor["state"] == "stopped"
+            return actor is None  # a stopped workspace leaves status (issue #17)
 
         await wait_until(stopped)
         assert await hits(d, a, "resolved") != []
@@ -275,3 +275,21 @@ async def test_status_answers_when_one_actor_cannot_report(
         assert actors[str(a)]["index"]["files"] >= 1
         assert "injected fault" in actors[str(b)]["status_error"]
         assert await hits(d, b, "index") != []  # searching it still works
+
+
+async def test_stopped_workspaces_leave_status_and_the_supervisor(home: Path) -> None:
+    """Issue #17: `daemon.status` kept every workspace ever opened, and so did the
+    supervisor's slots; 300 idle-stopped workspaces grew RSS 46 → 108 MB."""
+    projects = [project(home, f"w{i}") for i in range(12)]
+    async with in_process_daemon(config="[daemon]\nactor_idle_secs = 0.2\n") as d:
+        for ws in projects:
+            await remember(d, ws, f"note of {ws.name}")
+
+        async def all_gone() -> bool:
+            return (await d.status())["actors"] == []
+
+        await wait_until(all_gone, within=20)
+        supervisor_ = d.daemon.supervisor
+        assert supervisor_.slots == {} and supervisor_._known == {}
+        assert await hits(d, projects[3], "note") != []  # and each comes back on demand
+        assert [a["workspace"] for a in (await d.status())["actors"]] == [str(projects[3])]
