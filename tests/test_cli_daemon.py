@@ -99,7 +99,7 @@ def test_serve_detaches_prints_the_pid_keeps_serving_and_stops_on_kill(
         assert started.returncode == 0
         socket = short_home / "run" / "memoryd.sock"
         assert str(socket) in started.stdout
-        assert f"kill {pid}" in started.stdout
+        assert "memoryd stop" in started.stdout
         assert pid != os.getpid() and not gone(pid)
 
         monkeypatch.setenv("MEMORYD_HOME", str(short_home))
@@ -132,6 +132,48 @@ def test_a_second_serve_on_a_live_daemon_exits_1_with_a_clear_message(
     assert live_daemon.proc.poll() is None
     with Client(live_daemon.socket) as client:
         assert client.call("daemon.ping") == {"ok": True}
+
+
+def test_stop_and_restart_a_detached_daemon(short_home: Path) -> None:
+    started = memoryd(short_home, "serve", "--json")
+    assert started.returncode == 0, started.stderr
+    first = json.loads(started.stdout)["pid"]
+    try:
+        restarted = memoryd(short_home, "restart")
+        assert restarted.returncode == 0, restarted.stderr
+        assert f"memoryd stopped (pid {first})" in restarted.stdout
+        match = re.search(r"memoryd is running \(pid (\d+)\)", restarted.stdout)
+        assert match, restarted.stdout
+        second = int(match.group(1))
+        assert second != first and gone(first) and not gone(second)
+        assert memoryd(short_home, "status", "--json").returncode == 0
+
+        stopped = memoryd(short_home, "stop", "--json")
+        assert stopped.returncode == 0, stopped.stderr
+        assert json.loads(stopped.stdout) == {"stopped": True, "pid": second}
+        assert gone(second)
+        assert not (short_home / "run" / "memoryd.sock").exists()
+        again = memoryd(short_home, "stop")  # stopping a stopped daemon is fine
+        assert (again.returncode, again.stdout) == (0, "memoryd is not running\n")
+        assert memoryd(short_home, "status").returncode == 3
+    finally:
+        for pid in (first, locals().get("second")):
+            if isinstance(pid, int) and not gone(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_a_refused_detached_start_says_why_on_stderr(short_home: Path) -> None:
+    run_dir = short_home / "run"
+    run_dir.mkdir()
+    run_dir.chmod(0o777)  # a socket directory others can write to is refused
+    started = memoryd(short_home, "serve")
+    assert started.returncode == 1
+    assert started.stderr.startswith("memoryd: the daemon did not start: ")
+    assert str(run_dir) in started.stderr
+    log = short_home / "state" / "memoryd.log"
+    assert f"(see {log})" in started.stderr
+    refused = [json.loads(line) for line in log.read_text().splitlines() if "refused" in line]
+    assert refused and str(run_dir) in refused[-1]["error"]  # and the log says why too
 
 
 def test_of_two_daemons_started_at_once_one_serves_and_one_exits_1(short_home: Path) -> None:
@@ -523,3 +565,22 @@ def test_status_lists_settings_a_reload_could_not_apply_until_the_restart(
         (daemon.home / "config.toml").write_text("")  # changed back: nothing waits
         daemon.proc.send_signal(signal.SIGHUP)
         wait_until(lambda: pending() == [], "the pending key is gone")
+
+
+def test_install_service_json_says_where_and_what(
+    user_home: Path, memoryd_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from memoryd.runtime import service
+
+    code, out, _ = run(capsys, "install-service", "--dry-run", "--json")
+    plan = service.plan_for_this_user()
+    assert code == 0
+    assert json.loads(out) == {
+        "path": str(plan.path),
+        "content": plan.content,
+        "enable_command": plan.enable_command,
+        "written": False,
+        "dry_run": True,
+    }
+    code, out, _ = run(capsys, "install-service", "--json")
+    assert json.loads(out)["written"] is True and Path(plan.path).exists()

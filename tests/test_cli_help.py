@@ -113,7 +113,8 @@ def test_an_unknown_flag_is_a_usage_error(
         if action.option_strings and action.required
         for arg in (action.option_strings[-1], "x")
     ]
-    value = "claude-code" if path == ("hook",) else "x"  # hook's AGENT is a choice
+    # hook's AGENT and completion's SHELL are choices
+    value = {("hook",): "claude-code", ("completion",): "bash"}.get(path, "x")
     argv = [*path, *(value for _ in _positionals(LEAVES[path])), *required, "--no-such-flag"]
     # An agent runs `memoryd hook`: whatever it is given, it must not fail the agent (exit 0).
     assert main(argv) == (0 if path == ("hook",) else 2)

@@ -6,13 +6,14 @@ The package (the one place that prints)::
     render.py      status, lock, dream and confluence lines for people (pure)
     memory.py      search, get, remember, reindex
     sessions.py    flush, dream
-    daemon.py      serve, status, install-service
+    daemon.py      serve, stop, restart, status, install-service
     doctor.py      doctor: probes of everything memoryd needs
     hook.py        hook AGENT (one agent lifecycle event; always exits 0)
     config.py      config show|check
     agents.py      agents list|resolve
     confluence.py  confluence run|status
     mcp.py         the MCP bridge
+    completion.py  bash/zsh/fish completion scripts generated from this parser
 
 Handlers may raise any :class:`~memoryd.errors.MemorydError`: :func:`main` prints it on stderr
 and returns :func:`~memoryd.cli.common.exit_status` of it.
@@ -46,6 +47,7 @@ def _load_commands() -> None:
     """
     from memoryd.cli import (  # noqa: F401
         agents,
+        completion,
         config,
         confluence,
         daemon,

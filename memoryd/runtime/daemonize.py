@@ -18,8 +18,12 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
+import structlog
+
 from memoryd.errors import MemorydError, only_error
 from memoryd.runtime import main as runtime_main
+
+log = structlog.get_logger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +55,7 @@ def _run_detached(config: str | None, reporter: _Reporter) -> int:
         runtime_main.serve(config, on_ready=lambda: reporter.send("ok"))
     except MemorydError as exc:
         reporter.send(f"error: {exc}")
+        log.error("daemon.refused", error=str(exc), code=exc.code)  # the log says why too
         return 1
     except BaseExceptionGroup as group:
         error = only_error(group)

@@ -103,7 +103,12 @@ class Daemon:
             loop=loop,
             config_file=str(loaded.config_file) if loaded.file_found else None,
         )
-        self.context.extra_status.append(lambda: {"restart_pending": list(self.restart_pending)})
+        self.context.extra_status.append(
+            lambda: {
+                "restart_pending": list(self.restart_pending),
+                "service": "systemd" if os.environ.get("INVOCATION_ID") else None,
+            }
+        )
         self.methods = build_methods(self.context)
         register_hook_methods(self.methods, self.context)
         register_agent_methods(
