@@ -141,6 +141,10 @@ class RememberOut(BaseModel):
     path: str
     scope: Literal["workspace", "global"]
     written: bool
+    redacted: list[str] = Field(
+        default_factory=list,
+        description="Secrets memoryd redacted from the note, as [REDACTED:kind:fingerprint]",
+    )
 
 
 class FlushOut(BaseModel):
@@ -229,7 +233,13 @@ def render_remember(out: RememberOut) -> str:
     where = "this project's memory" if out.scope == "workspace" else "the global memory"
     if not out.written:
         return "Nothing remembered: the note was empty."
-    return f"Remembered in {where} ({out.path}); memory_search finds it from now on."
+    done = f"Remembered in {where} ({out.path}); memory_search finds it from now on."
+    if out.redacted:
+        done += (
+            " Secrets were redacted before saving (never store credentials in memory): "
+            + ", ".join(out.redacted)
+        )
+    return done
 
 
 FLUSH_OUTCOMES: Mapping[str, str] = {
@@ -446,7 +456,13 @@ class Bridge:
                 return render_get(got), got
             case RememberArgs():
                 saved = RememberOut(
-                    path=result["path"], scope=args.scope, written=result.get("written", True)
+                    path=result["path"],
+                    scope=args.scope,
+                    written=result.get("written", True),
+                    redacted=[
+                        f"[REDACTED:{r['kind']}:{r['fingerprint']}]"
+                        for r in result.get("redacted", [])
+                    ],
                 )
                 return render_remember(saved), saved
             case FlushArgs():

@@ -161,15 +161,23 @@ def _remember_command(subcommands: Subcommands) -> None:
         help="write to the global MEMORY.md instead of the workspace's",
     )
     parser.add_argument("--json", action="store_true", help="print the raw JSON result")
+    parser.add_argument(
+        "--allow-secrets",
+        action="store_true",
+        help="keep what looks like a secret in the note (it is redacted otherwise)",
+    )
     parser.set_defaults(handler=_remember)
 
 
 def _remember(args: argparse.Namespace) -> int:
     scope = "global" if args.global_ else "workspace"
+    extra = {"allow_secrets": True} if args.allow_secrets else {}
     with client_for(args) as client:
         result = client.call(
-            "memory.remember", workspace=workspace_of(args), text=args.text, scope=scope
+            "memory.remember", workspace=workspace_of(args), text=args.text, scope=scope, **extra
         )
+    if result.get("warning") and not args.json:
+        print(f"warning: {result['warning']}", file=sys.stderr)
     if args.json:
         print_json(result)
     elif result.get("written", True):

@@ -23,6 +23,7 @@ from datetime import date, datetime, time
 from types import MappingProxyType
 from typing import Any, Literal
 
+from memoryd.core.secrets import Scrubber, check_patterns, scrubber
 from memoryd.errors import ConfigError
 
 # Environment variables named MEMORYD_* that are not configuration keys.
@@ -246,6 +247,18 @@ class InjectConfig:
 
 
 @dataclass(frozen=True)
+class SecretsConfig:
+    """``[secrets]``: the user's own rules for the secret scrubber (SPEC §18); regexes."""
+
+    extra_patterns: tuple[str, ...] = field(default=(), metadata={"rule": Rule("strs")})
+    allow_patterns: tuple[str, ...] = field(default=(), metadata={"rule": Rule("strs")})
+
+    def scrubber(self) -> Scrubber:
+        """The scrubber with these rules (built once per distinct set)."""
+        return scrubber(self.extra_patterns, self.allow_patterns)
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole effective configuration, one attribute per TOML section."""
 
@@ -260,6 +273,7 @@ class Config:
     agents: AgentsConfig = field(default_factory=AgentsConfig)
     confluence: ConfluenceConfig = field(default_factory=ConfluenceConfig)
     inject: InjectConfig = field(default_factory=InjectConfig)
+    secrets: SecretsConfig = field(default_factory=SecretsConfig)
 
 
 @dataclass(frozen=True)
@@ -524,6 +538,8 @@ def resolve(
             key="index.chunk_overlap_chars",
             source=source,
         )
+    for key in ("secrets.extra_patterns", "secrets.allow_patterns"):
+        check_patterns(values[key], f"{key} (from {sources[key]})", key)
     config: Config = _build(Config, "", values)
     return Resolved(config, MappingProxyType(sources))
 

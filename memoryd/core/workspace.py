@@ -18,6 +18,7 @@ from typing import Literal
 
 from blake3 import blake3
 
+from memoryd.core.secrets import REDACTION
 from memoryd.errors import InvalidParams
 
 Source = Literal["global", "workspace", "session"]
@@ -161,9 +162,11 @@ def session_log_name(date: datetime.date, first_user_message: str | None, sessio
     """``YYYY-MM-DD-<slug>-<sid8>.md``: the file name of a session's log for ``date`` (UTC).
 
     The slug is slugify(first real user message, 30), or ``session`` when there is none or
-    it has nothing sluggable.
+    it has nothing sluggable. The message is scrubbed already (SPEC §18); its redaction
+    marks are left out of the slug.
     """
-    slug = slugify(first_user_message or "", SESSION_SLUG_MAX, empty="session")
+    text = REDACTION.sub(" ", first_user_message or "")
+    slug = slugify(text, SESSION_SLUG_MAX, empty="session")
     return f"{date.isoformat()}-{slug}-{session_id_prefix(session_id)}.md"
 
 

@@ -42,6 +42,7 @@ from memoryd.runtime.rpc.agents import register_agent_methods
 from memoryd.runtime.rpc.confluence import register_confluence_methods
 from memoryd.runtime.rpc.daemon import DaemonContext, build_methods, running_loop
 from memoryd.runtime.rpc.hooks import register_hook_methods
+from memoryd.runtime.rpc.secrets import register_secret_methods
 from memoryd.runtime.supervisor import (
     BACKOFF_MAX,
     BACKOFF_START,
@@ -122,6 +123,9 @@ class Daemon:
             lambda: self.config,
             lambda: self.supervisor.chat_model,
             status_hooks=self.context.extra_status,
+        )
+        register_secret_methods(
+            self.methods, lambda: self.config, status_hooks=self.context.extra_status
         )
         self.server = SocketServer(
             self.socket_path,

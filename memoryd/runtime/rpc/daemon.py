@@ -101,13 +101,14 @@ def build_methods(ctx: DaemonContext) -> MethodTable:
 
     @table.method("memory.remember")
     async def remember(params: dict[str, Any]) -> dict[str, Any]:
-        p.known_only(params, ("workspace", "text", "scope"))
+        p.known_only(params, ("workspace", "text", "scope", "allow_secrets"))
         text = p.string(params, "text", max_len=200_000)
         scope = p.choice(params, "scope", ("workspace", "global"), "workspace")
+        allow_secrets = p.boolean(params, "allow_secrets", False)
         workspace = _workspace(params)
         async with ctx.supervisor.order.write(workspace):
             actor = await ctx.supervisor.actor_for(workspace)
-            return await actor.remember(text, scope)
+            return await actor.remember(text, scope, allow_secrets)
 
     @table.method("memory.files")
     async def files(params: dict[str, Any]) -> dict[str, Any]:

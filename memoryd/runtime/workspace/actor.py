@@ -66,7 +66,12 @@ class WorkspaceActor:
         )
         self.ingestor = Ingestor(self.sessions, workspace, lambda: self.config.flush.max_tool_chars)
         self.dreamer = Dreamer(
-            workspace, config.dream, chat_model, clock=clock, reindex=self.memory.sync_paths
+            workspace,
+            config.dream,
+            chat_model,
+            clock=clock,
+            reindex=self.memory.sync_paths,
+            secrets=config.secrets,
         )
         self.next_dream_check: float | None = None
         self._config_changed: anyio.Event | None = None
@@ -144,6 +149,7 @@ class WorkspaceActor:
         self.sessions.set_config(config)
         self.sessions.set_model(chat_model)
         self.dreamer.set_config(config.dream)
+        self.dreamer.secrets = config.secrets
         self.dreamer.model = chat_model
         if self._config_changed is not None:
             self._config_changed.set()
@@ -270,10 +276,10 @@ class WorkspaceActor:
         self._embed_wakeup.set()
         return response
 
-    async def remember(self, text: str, scope: str) -> dict[str, Any]:
+    async def remember(self, text: str, scope: str, allow_secrets: bool = False) -> dict[str, Any]:
         with self._request():
             async with self._write_lock:
-                out = await self.memory.remember(text, scope)
+                out = await self.memory.remember(text, scope, allow_secrets=allow_secrets)
         self._embed_wakeup.set()
         return out
 

@@ -296,8 +296,21 @@ class Confluence:
         log.warning("confluence.refused", path=check.path, reason=check.reason)
 
     async def _call(self, model: ChatModel, secs: float, system: str, user: str) -> str:
+        """One model call, its input and answer scrubbed (SPEC §18): the lessons are parsed
+        from the answer, so nothing the scrubber finds reaches ``experience.md``."""
+        scrubber = self.config().secrets.scrubber()
+        sent, answer = scrubber.scrub(user), ""
         with anyio.fail_after(secs):
-            return await model.complete(system, user)
+            answer = await model.complete(system, sent.text)
+        got = scrubber.scrub(answer)
+        if sent.findings or got.findings:
+            log.warning(
+                "secrets.redacted",
+                where="confluence",
+                count=len(sent.findings) + len(got.findings),
+                kinds=list(dict.fromkeys(sent.kinds + got.kinds)),
+            )
+        return got.text
 
     async def _distil(
         self,

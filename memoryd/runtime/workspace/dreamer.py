@@ -42,7 +42,7 @@ import anyio
 import structlog
 from blake3 import blake3
 
-from memoryd.core.config import DreamConfig
+from memoryd.core.config import DreamConfig, SecretsConfig
 from memoryd.core.dreaming import (
     DreamInput,
     GateOutcome,
@@ -166,8 +166,10 @@ class Dreamer:
         is_alive: PidChecker = process_alive,
         reindex: Reindex | None = None,
         recent_secs: float = RECENT_SECS,
+        secrets: SecretsConfig | None = None,
     ) -> None:
         self.workspace = workspace
+        self.secrets = secrets or SecretsConfig()
         self.model = model
         self.clock = clock
         self.reindex = reindex
@@ -189,6 +191,15 @@ class Dreamer:
         """Take a reloaded ``[dream]`` section (applies to the next attempt)."""
         self.config = config
         self.lock = self._make_lock()
+
+    def _scrub(self, text: str, where: str) -> str:
+        """``text`` with its secrets redacted (SPEC §18): what a dream sends and writes."""
+        scrubbed = self.secrets.scrubber().scrub(text)
+        if scrubbed.findings:
+            self.log.warning(
+                "secrets.redacted", where=where, count=len(scrubbed.findings), kinds=scrubbed.kinds
+            )
+        return scrubbed.text
 
     # ------------------------------------------------------------------ gates
 
@@ -349,12 +360,12 @@ class Dreamer:
             await anyio.to_thread.run_sync(work)
 
         try:
-            answer = await model.complete(dream_prompt(now), inp.text)
+            answer = await model.complete(dream_prompt(now), self._scrub(inp.text, "dream.input"))
         except Exception as exc:  # noqa: BLE001 - any model failure: roll back, retry later
             error = f"{type(exc).__name__}: {exc}"
             await finish(False, "failed", "model_error", error=error)
             return self._result("failed", "model_error", error=error, **common)
-        verdict = check_answer(answer)
+        verdict = check_answer(self._scrub(answer, "dream.answer"))
         if not verdict.ok:
             outcome: Outcome = "rejected" if verdict.outcome == "no_heading" else "nothing_to_store"
             await finish(True, outcome, verdict.outcome)

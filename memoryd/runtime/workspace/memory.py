@@ -26,6 +26,7 @@ from memoryd.core.config import SOURCES, Config
 from memoryd.core.keywords import build_match_query
 from memoryd.core.notes import format_note, numbered_lines
 from memoryd.core.ranking import Candidate, RankParams, cosine_from_l2, rank
+from memoryd.core.secrets import Scrubbed
 from memoryd.core.templates import global_template, workspace_template
 from memoryd.errors import InvalidParams, NotFound, StorageError
 from memoryd.providers.embeddings import EmbeddingProvider, normalize, similarity_scale
@@ -436,13 +437,29 @@ class WorkspaceMemory:
             return global_memory_file(self.root)
         raise InvalidParams(f"scope must be 'workspace' or 'global', got {scope!r}")
 
-    async def remember(self, text: str, scope: str = "workspace") -> dict[str, Any]:
-        """Append a note to the workspace or global MEMORY.md (SPEC §7) and index it."""
+    async def remember(
+        self, text: str, scope: str = "workspace", *, allow_secrets: bool = False
+    ) -> dict[str, Any]:
+        """Append a note to the workspace or global MEMORY.md (SPEC §7) and index it.
+
+        The note is scrubbed first (SPEC §18) unless ``allow_secrets``; what was redacted is
+        in ``redacted`` (kind and fingerprint, never the value) with a ``warning``."""
         target = self.memory_file(scope)
-        note = format_note(text)
+        scrubbed = Scrubbed(text) if allow_secrets else self.config.secrets.scrubber().scrub(text)
+        note = format_note(scrubbed.text)
         rel = target.relative_to(self.root).as_posix()
         if note is None:
             return {"path": rel, "written": False}
+        extra: dict[str, Any] = {}
+        if scrubbed.findings:
+            found = [{"kind": f.kind, "fingerprint": f.fingerprint} for f in scrubbed.findings]
+            extra = {
+                "redacted": found,
+                "warning": "secrets redacted from the note: "
+                + ", ".join(f.redaction for f in scrubbed.findings)
+                + " (use --allow-secrets to keep them)",
+            }
+            self.log.warning("secrets.redacted", where="remember", kinds=scrubbed.kinds)
         async with file_lock(target):
 
             def write() -> None:
@@ -459,13 +476,11 @@ class WorkspaceMemory:
         self.log.info("remember", scope=scope, path=rel, chars=len(note))
         if report.failed:  # the note is on disk (acknowledged); the index catches up later
             error = report.failed[0][1].message
-            return {
-                "path": rel,
-                "written": True,
-                "indexed": False,
-                "warning": f"the note is written but not indexed yet: {error}",
-            }
-        return {"path": rel, "written": True}
+            warning = f"the note is written but not indexed yet: {error}"
+            if "warning" in extra:
+                warning = f"{extra['warning']}; {warning}"
+            return {"path": rel, "written": True, **extra, "indexed": False, "warning": warning}
+        return {"path": rel, "written": True, **extra}
 
     async def get(
         self, path: str, start: int = 1, lines: int | None = None, start_char: int = 0

@@ -45,6 +45,7 @@ from memoryd.core.flushing import (
     pre_compaction_due,
     session_summary,
 )
+from memoryd.core.secrets import Scrubber
 from memoryd.core.workspace import session_id_prefix, session_log_name
 from memoryd.errors import Busy, InvalidParams, MemorydError, ModelError, ModelNotConfigured
 from memoryd.errors import NotFound as SessionNotFound
@@ -207,7 +208,34 @@ class SessionManager:
 
     def _log_name(self, s: _Session, day: date) -> str:
         known = s.log_names.get(day.isoformat())
-        return known or session_log_name(day, first_user_message(s.messages), s.session_id)
+        first = first_user_message(s.messages)
+        return known or session_log_name(day, first and self._scrub(first), s.session_id)
+
+    @property
+    def scrubber(self) -> Scrubber:
+        return self.config.secrets.scrubber()
+
+    def _scrub(self, text: str, what: str = "", session_id: str = "") -> str:
+        """``text`` with its secrets redacted (SPEC §18); logs what was redacted, by kind."""
+        scrubbed = self.scrubber.scrub(text)
+        if scrubbed.findings and what:
+            self.log.warning(
+                "secrets.redacted",
+                where=what,
+                session_id=session_id,
+                count=len(scrubbed.findings),
+                kinds=scrubbed.kinds,
+            )
+        return scrubbed.text
+
+    def _scrub_messages(self, session_id: str, messages: Sequence[Message]) -> list[Message]:
+        """The messages with their secrets redacted: the one choke point before anything of a
+        session reaches the journal, the transcript, a log name or a model."""
+        out = []
+        for m in messages:
+            text = self._scrub(m.content, "session.append", session_id)
+            out.append(m if text == m.content else dataclasses.replace(m, content=text))
+        return out
 
     def _rel(self, path: Path) -> str:
         return memory_relpath(self.memory.root, path)
@@ -270,7 +298,7 @@ class SessionManager:
                 state.header.subagent,
                 state.header.opened_at,
                 journal,
-                messages=[m.message for m in state.messages],
+                messages=self._scrub_messages(session_id, [m.message for m in state.messages]),
                 last_activity=state.messages[-1].at if state.messages else None,
                 flush=state.flush,
                 log_names=dict(state.log_names),
@@ -299,7 +327,7 @@ class SessionManager:
         with the transcript's new ``mark`` written on the same journal line.
         """
         s = self._get(session_id)
-        batch = list(messages)
+        batch = self._scrub_messages(session_id, messages)
         if batch or mark is not None:
             self._disarm_idle(s)  # no idle flush while a message is being written
             try:
@@ -505,12 +533,14 @@ class SessionManager:
         if not window:
             return None
         system, user = flush_prompt(window, s.flush.last_text)
+        user = self._scrub(user, "flush.prompt", s.session_id)
         try:
-            return await model.complete(system, user)
+            answer = await model.complete(system, user)
         except MemorydError:
             raise
         except Exception as exc:  # any other model failure reaches clients as a ModelError
             raise ModelError(f"chat model {model.model_id!r} failed: {exc!r}") from exc
+        return self._scrub(answer, "flush.answer", s.session_id)
 
     async def _record(self, s: _Session, state: FlushState) -> None:
         s.flush = state
@@ -564,6 +594,8 @@ class SessionManager:
             async with s.flush_lock:
                 path: Path | None = None
                 summary = None if s.subagent else session_summary(s.messages, self._now())
+                if summary is not None:
+                    summary = self._scrub(summary, "session.summary", s.session_id)
                 if summary is not None:
                     path = await self._write(s, summary, once=True)
                     await failpoints.hit_async("session.after_summary")

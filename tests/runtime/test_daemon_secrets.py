@@ -1,0 +1,113 @@
+"""Secrets never reach memory (SPEC §18, issue 18): the planted corpus through a real daemon.
+
+The model is :class:`FakeLLM` (a real OpenAI-compatible server on 127.0.0.1) answering every
+call with the prompt it was sent, as markdown: a secret that reached a prompt would come
+back and be written to memory. After sessions (append, flush, close), ``remember`` and a
+dream, no planted value may be anywhere under ``MEMORYD_HOME`` (memory files, journals,
+``.history/``, ``dreams.jsonl``, the index, file names), in any model request, or in search
+results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bench.secrets_corpus import Planted, planted
+from memoryd.core.secrets import REDACTION
+from memoryd.store.layout import resolve_workspace
+from tests.runtime.daemon_fixtures import (
+    home_fixture,  # noqa: F401 - the `home` fixture
+    in_process_daemon,
+    project,
+)
+from tests.support.fake_llm import FakeLLM, Prompt
+
+pytestmark = pytest.mark.anyio
+
+SESSIONS = 12
+
+
+def echo(prompt: Prompt) -> str:
+    """A leaky model: it repeats what it was sent, under a heading."""
+    return "## What I was told\n\n" + prompt.user[-6000:]
+
+
+@pytest.fixture
+def llm() -> Iterator[FakeLLM]:
+    with FakeLLM(respond=echo) as server:
+        yield server
+
+
+def leaks(corpus: list[Planted], haystack: str) -> list[str]:
+    return [f"{p.kind}/{p.context}" for p in corpus if any(v in haystack for v in p.values)]
+
+
+def everything_on_disk(home: Path) -> str:
+    """Every file's name and bytes under ``home`` (decoded leniently), as one text."""
+    parts = []
+    for path in sorted(home.rglob("*")):
+        parts.append(str(path))
+        if path.is_file() and not path.is_symlink():
+            parts.append(path.read_bytes().decode("utf-8", "replace"))
+    return "\n".join(parts)
+
+
+async def test_planted_secrets_reach_no_file_request_name_or_search_result(
+    home: Path, llm: FakeLLM
+) -> None:
+    corpus = planted()
+    notes = planted(per_kind=1, seed=99)
+    ws_path = project(home, "app")
+    ws = resolve_workspace(ws_path, home / "memory")
+    roles = ("user", "tool", "assistant", "user")
+    async with in_process_daemon(config=llm.config_toml()) as d:
+        for n in range(SESSIONS):
+            sid = f"leaky-{n:04d}"
+            batch = corpus[n::SESSIONS]
+            await d.call("session.open", workspace=str(ws_path), session_id=sid)
+            messages = [
+                {"role": roles[i % len(roles)], "content": p.text} for i, p in enumerate(batch)
+            ]
+            await d.call("session.append", session_id=sid, messages=messages)
+            journal = (ws.live_dir / f"{sid}.jsonl").read_text(encoding="utf-8")
+            assert leaks(batch, journal) == []
+            flushed = await d.call("session.flush", session_id=sid)
+            assert flushed["outcome"] == "written", flushed
+            closed = await d.call("session.close", session_id=sid)
+            assert closed["summary_written"], closed
+            # The log's name: from the first user message, with no value and no redaction.
+            assert "redacted" not in flushed["path"]
+
+        warnings = []
+        for p in notes:
+            out = await d.call("memory.remember", workspace=str(ws_path), text=p.text)
+            assert out["written"] and out["redacted"], (p.kind, out)
+            warnings.append(out["warning"])
+        assert all("REDACTED:" in w for w in warnings)
+
+        dreamed = await d.call("dream.run", workspace=str(ws_path), force=True)
+        assert dreamed["outcome"] == "written", dreamed
+
+        found = []
+        for p in [*corpus[::8], *notes]:
+            for value in p.values[:1]:
+                result = await d.search(ws_path, value[:60], max_results=20, min_score=0.0)
+                found.append(str(result["results"]))
+        # Redacted notes are still found by their other words.
+        hit = await d.search(ws_path, "debugging flaky retry cache", min_score=0.0)
+        assert hit["results"]
+        status = await d.status()
+
+    everything = corpus + notes
+    requests = "\n".join(p.system + "\n" + p.user for p in llm.prompts)
+    assert llm.requests >= SESSIONS + 1
+    assert REDACTION.search(requests)
+    assert leaks(everything, requests) == []
+    assert leaks(everything, "\n".join(found)) == []
+    disk = everything_on_disk(home)
+    assert leaks(everything, disk) == []
+    assert REDACTION.search(ws.memory_file.read_text(encoding="utf-8"))
+    assert status["secrets"]["redactions"] >= len(everything)
