@@ -1,15 +1,17 @@
 """Secrets never reach memory (SPEC §18, issue 18): the planted corpus through a real daemon.
 
-The model is :class:`FakeLLM` (a real OpenAI-compatible server on 127.0.0.1) answering every
-call with the prompt it was sent, as markdown: a secret that reached a prompt would come
-back and be written to memory. After sessions (append, flush, close), ``remember`` and a
-dream, no planted value may be anywhere under ``MEMORYD_HOME`` (memory files, journals,
-``.history/``, ``dreams.jsonl``, the index, file names), in any model request, or in search
-results.
+Sessions get the planted corpus by ``session.append`` and by ``session.ingest`` of an agent
+transcript. The model is :class:`FakeLLM` (a real OpenAI-compatible server on 127.0.0.1)
+answering every call with the prompt it was sent, as markdown: a secret that reached a
+prompt would come back and be written to memory. After sessions (append or ingest, flush,
+close), ``remember`` and a dream, no planted value may be anywhere under ``MEMORYD_HOME``
+(memory files, journals, ``.history/``, ``dreams.jsonl``, the index, file names), in any
+model request, or in search results.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,7 +34,7 @@ SESSIONS = 12
 
 def echo(prompt: Prompt) -> str:
     """A leaky model: it repeats what it was sent, under a heading."""
-    return "## What I was told\n\n" + prompt.user[-6000:]
+    return "## What I was told\n\n" + prompt.user
 
 
 @pytest.fixture
@@ -56,10 +58,19 @@ def everything_on_disk(home: Path) -> str:
 
 
 async def test_planted_secrets_reach_no_file_request_name_or_search_result(
-    home: Path, llm: FakeLLM
+    home: Path, llm: FakeLLM, tmp_path: Path
 ) -> None:
     corpus = planted()
     notes = planted(per_kind=1, seed=99)
+    ingested = planted(per_kind=2, seed=77)
+    transcript = tmp_path / "agent-transcript.jsonl"  # outside MEMORYD_HOME
+    transcript.write_text(
+        "".join(
+            json.dumps({"role": ("user", "tool", "assistant")[i % 3], "content": p.text}) + "\n"
+            for i, p in enumerate(ingested)
+        ),
+        encoding="utf-8",
+    )
     ws_path = project(home, "app")
     ws = resolve_workspace(ws_path, home / "memory")
     roles = ("user", "tool", "assistant", "user")
@@ -81,6 +92,16 @@ async def test_planted_secrets_reach_no_file_request_name_or_search_result(
             # The log's name: from the first user message, with no value and no redaction.
             assert "redacted" not in flushed["path"]
 
+        read = await d.call(
+            "session.ingest",
+            session_id="agent-0001",
+            workspace=str(ws_path),
+            path=str(transcript),
+            format="plain",
+            after="close",
+        )
+        assert read["ingested"] == len(ingested), read
+
         warnings = []
         for p in notes:
             out = await d.call("memory.remember", workspace=str(ws_path), text=p.text)
@@ -101,7 +122,7 @@ async def test_planted_secrets_reach_no_file_request_name_or_search_result(
         assert hit["results"]
         status = await d.status()
 
-    everything = corpus + notes
+    everything = corpus + notes + ingested
     requests = "\n".join(p.system + "\n" + p.user for p in llm.prompts)
     assert llm.requests >= SESSIONS + 1
     assert REDACTION.search(requests)
