@@ -116,6 +116,56 @@ def test_config_check_rejects_a_file_that_is_not_utf8(
     assert f"{bad} is not UTF-8" in capsys.readouterr().err
 
 
+EVERY_ERROR = """
+[serach]
+x = 1
+[search]
+min_score = 7
+max_results = "many"
+[index]
+max_chunk_chars = 100
+chunk_overlap_chars = 200
+[agents.roles.reviewer]
+default_capability_mode = "godmode"
+reasoning_effort = "extreme"
+colour = "red"
+description = "fine"
+[agents.roles."bad name!"]
+[agents.personas.skeptic]
+capability_mode = "read-only"
+instructions = "Doubt."
+"""
+
+
+def test_config_check_reports_every_error_each_naming_its_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text(EVERY_ERROR, encoding="utf-8")
+    assert main(["config", "check", str(bad), "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["ok"] is False
+    assert [error["key"] for error in report["errors"]] == [
+        "serach",
+        "search.min_score",
+        "search.max_results",
+        "index.chunk_overlap_chars",
+        "agents.roles.reviewer.default_capability_mode",
+        "agents.roles.reviewer.reasoning_effort",
+        "agents.roles.reviewer.colour",
+        "agents.roles.bad name!.name",
+        "agents.personas.skeptic.capability_mode",
+    ]
+    assert "godmode" in report["errors"][4]["message"]
+
+    assert main(["config", "check", str(bad)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.splitlines()
+    assert len(lines) == 10 and lines[-1] == f"{bad}: 9 error(s)"
+    assert all(line.startswith(f"memoryd: {bad}: ") for line in lines[:-1])
+
+
 def test_config_check_ignores_the_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import sys
 
-from memoryd.cli.common import EXIT_OK, Subcommands, command
+from memoryd.cli.common import EXIT_ERROR, EXIT_OK, Subcommands, command, print_json
 from memoryd.core.config import as_dict, render_toml
+from memoryd.errors import ConfigError, MemorydError
 from memoryd.store import configfile
 
 
@@ -21,8 +23,11 @@ def _config_command(subcommands: Subcommands) -> None:
     show.add_argument("--config", metavar="F", help="config file (default: the usual location)")
     show.add_argument("--json", action="store_true", help="print JSON instead of TOML")
     show.set_defaults(handler=_config_show)
-    check = actions.add_parser("check", help="validate a config file")
+    check = actions.add_parser(
+        "check", help="validate a config file and report every error, each naming its key"
+    )
     check.add_argument("file", metavar="FILE", help="the TOML file to check")
+    check.add_argument("--json", action="store_true", help="print {file, ok, errors} as JSON")
     check.set_defaults(handler=_config_check)
 
 
@@ -50,6 +55,22 @@ def _config_show(args: argparse.Namespace) -> int:
 
 
 def _config_check(args: argparse.Namespace) -> int:
-    configfile.check(args.file)
-    print(f"{args.file}: ok")
-    return EXIT_OK
+    errors = configfile.check_all(args.file)
+    if args.json:
+        listed = [{"key": _key_of(error), "message": str(error)} for error in errors]
+        print_json({"file": args.file, "ok": not errors, "errors": listed})
+    elif not errors:
+        print(f"{args.file}: ok")
+    else:
+        for error in errors:
+            print(f"memoryd: {args.file}: {error}", file=sys.stderr)
+        print(f"{args.file}: {len(errors)} error(s)", file=sys.stderr)
+    return EXIT_ERROR if errors else EXIT_OK
+
+
+def _key_of(error: MemorydError) -> str | None:
+    """The dotted key an error is about (``agents.roles.<name>.<field>`` for a role's)."""
+    if isinstance(error, ConfigError):
+        return error.key
+    origin, field = error.data.get("file"), error.data.get("field")
+    return f"{origin}.{field}" if origin and field else None

@@ -382,19 +382,31 @@ def _siblings(node: _Node, prefix: str) -> list[str]:
     return [prefix + name for name in node]
 
 
-def _flatten(data: Mapping[str, Any], node: _Node, prefix: str, source: str) -> dict[str, Any]:
+def _flatten(
+    data: Mapping[str, Any],
+    node: _Node,
+    prefix: str,
+    source: str,
+    errors: list[ConfigError] | None = None,
+) -> dict[str, Any]:
+    """Dotted key → value; a bad key raises, or is added to ``errors`` when given."""
     out: dict[str, Any] = {}
     for name, value in data.items():
         key = prefix + name
         child = node.get(name)
+        error: ConfigError | None = None
         if child is None:
-            raise _unknown(key, _siblings(node, prefix), source)
-        if isinstance(child, _Leaf):
+            error = _unknown(key, _siblings(node, prefix), source)
+        elif isinstance(child, _Leaf):
             out[key] = value
         elif isinstance(value, Mapping):
-            out.update(_flatten(value, child, key + ".", source))
+            out.update(_flatten(value, child, key + ".", source, errors))
         else:
-            raise ConfigError(f"{key} must be a table, got {value!r} in {source}", key=key)
+            error = ConfigError(f"{key} must be a table, got {value!r} in {source}", key=key)
+        if error is not None:
+            if errors is None:
+                raise error
+            errors.append(error)
     return out
 
 
@@ -529,19 +541,53 @@ def resolve(
     for key, (raw, source) in layers.items():
         values[key] = _check(key, LEAVES[key], raw, source)
         sources[key] = source
-    overlap, size = values["index.chunk_overlap_chars"], values["index.max_chunk_chars"]
-    if overlap >= size:
-        source = sources["index.chunk_overlap_chars"]
-        raise ConfigError(
-            f"index.chunk_overlap_chars must be less than index.max_chunk_chars ({size}), "
-            f"got {overlap} (from {source})",
-            key="index.chunk_overlap_chars",
-            source=source,
-        )
-    for key in ("secrets.extra_patterns", "secrets.allow_patterns"):
+    overlap_error = _overlap_error(values, sources)
+    if overlap_error is not None:
+        raise overlap_error
+    for key in PATTERN_KEYS:
         check_patterns(values[key], f"{key} (from {sources[key]})", key)
     config: Config = _build(Config, "", values)
     return Resolved(config, MappingProxyType(sources))
+
+
+PATTERN_KEYS = ("secrets.extra_patterns", "secrets.allow_patterns")
+
+
+def _overlap_error(values: Mapping[str, Any], sources: Mapping[str, str]) -> ConfigError | None:
+    overlap, size = values["index.chunk_overlap_chars"], values["index.max_chunk_chars"]
+    if overlap < size:
+        return None
+    source = sources["index.chunk_overlap_chars"]
+    return ConfigError(
+        f"index.chunk_overlap_chars must be less than index.max_chunk_chars ({size}), "
+        f"got {overlap} (from {source})",
+        key="index.chunk_overlap_chars",
+        source=source,
+    )
+
+
+def problems(file_data: Mapping[str, Any], *, file_origin: str = "") -> list[ConfigError]:
+    """Every error in one file's data, not only the first (``config check``); each names its
+    dotted key. The ``[agents]`` role and persona tables are checked by
+    :func:`memoryd.core.agents.roles.table_problems`."""
+    source = f"file {file_origin}".rstrip()
+    errors: list[ConfigError] = []
+    values, sources = dict(_DEFAULTS), dict.fromkeys(_DEFAULTS, "default")
+    for key, raw in _flatten(file_data, _SCHEMA, "", source, errors).items():
+        try:
+            values[key] = _check(key, LEAVES[key], raw, source)
+            sources[key] = source
+        except ConfigError as exc:
+            errors.append(exc)
+    overlap_error = _overlap_error(values, sources)
+    if overlap_error is not None:
+        errors.append(overlap_error)
+    for key in PATTERN_KEYS:
+        try:
+            check_patterns(values[key], f"{key} (from {sources[key]})", key)
+        except ConfigError as exc:
+            errors.append(exc)
+    return errors
 
 
 # --- rendering ---------------------------------------------------------------------------------

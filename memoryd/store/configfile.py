@@ -16,14 +16,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from memoryd.core.agents.roles import table_problems
 from memoryd.core.config import (
     Config,
     Resolved,
     parse_toml,
+    problems,
     resolve,
 )
 from memoryd.core.paths import Paths, default_paths, effective_paths
-from memoryd.errors import ConfigError
+from memoryd.errors import ConfigError, MemorydError
 
 
 @dataclass(frozen=True)
@@ -80,3 +82,20 @@ def load(config_path: str | None = None, flags: Mapping[str, Any] | None = None)
 def check(path: str) -> Resolved:
     """Validate one config file on its own (no environment, no flags)."""
     return resolve(read_file(path), {}, {}, file_origin=path)
+
+
+def check_all(path: str) -> list[MemorydError]:
+    """Every error in one config file (no environment, no flags), the ``[agents]`` role and
+    persona tables included; empty when the file is valid."""
+    try:
+        data = read_file(path)
+    except ConfigError as exc:
+        return [exc]
+    errors: list[MemorydError] = [*problems(data, file_origin=path)]
+    agents = data.get("agents")
+    if isinstance(agents, Mapping):
+        for kind in ("roles", "personas"):
+            tables = agents.get(kind)
+            if isinstance(tables, Mapping):
+                errors.extend(table_problems(kind, tables))
+    return errors

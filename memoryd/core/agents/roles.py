@@ -30,6 +30,7 @@ from memoryd.core.agents.definitions import (
     fail,
     is_valid_name,
 )
+from memoryd.errors import AgentConfigError
 
 ROLE_FIELDS: frozenset[str] = frozenset(
     {
@@ -203,3 +204,34 @@ def persona_from_mapping(
         ),
         base_dir=base_dir,
     )
+
+
+def table_problems(kind: str, tables: Mapping[str, Any]) -> list[AgentConfigError]:
+    """Every error of the ``[agents.roles]`` (``kind = "roles"``) or ``[agents.personas]``
+    tables, one per bad field (not only the first), each from ``agents.<kind>.<name>``."""
+    check = role_from_mapping if kind == "roles" else persona_from_mapping
+    errors: list[AgentConfigError] = []
+    for name, raw in tables.items():
+        origin = f"agents.{kind}.{name}"
+        try:
+            check(name, {}, origin)
+        except AgentConfigError as exc:
+            errors.append(exc)
+            continue
+        if not isinstance(raw, Mapping):
+            errors.append(_table_error(kind, name, raw, origin))
+            continue
+        for key, value in raw.items():
+            try:
+                check(name, {key: value}, origin)
+            except AgentConfigError as exc:
+                errors.append(exc)
+    return errors
+
+
+def _table_error(kind: str, name: str, raw: Any, origin: str) -> AgentConfigError:
+    try:
+        _check_table(kind.rstrip("s"), name, raw, origin, frozenset())
+    except AgentConfigError as exc:
+        return exc
+    raise AssertionError("not a table, yet accepted")  # pragma: no cover
