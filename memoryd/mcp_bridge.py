@@ -10,7 +10,7 @@ Tools (:data:`TOOLS`), each with a description that tells a model when to use it
     memory_search   {query, max_results?, min_score?}   → memory.search
     memory_get      {path, from?, lines?}               → memory.get
     memory_remember {text, scope?}                      → memory.remember
-    memory_flush    {session_id}                        → session.flush
+    memory_flush    {session_id?}                       → session.flush
 
 Arguments are checked here (pydantic models, unknown keys refused) before the daemon checks
 them again. Every answer is text a model reads well plus ``structuredContent`` matching the
@@ -100,10 +100,12 @@ class RememberArgs(_Args):
 
 
 class FlushArgs(_Args):
-    session_id: str = Field(
+    session_id: str | None = Field(
+        None,
         min_length=1,
         max_length=200,
-        description="The id under which this session was reported to memoryd (session.open).",
+        description="The memoryd session id to flush; leave it out to flush this project's "
+        "most recent open session (the one memoryd's agent hooks opened).",
     )
 
 
@@ -358,9 +360,9 @@ TOOLS: tuple[ToolSpec, ...] = (
         "memory_flush",
         "Flush this session to memory",
         "Ask memoryd to summarise the current session into today's session log now (one "
-        "model call). Use it before the context is compacted or at a natural checkpoint, and "
-        "only with the session id your client reported to memoryd (e.g. from a hook); "
-        "otherwise use memory_remember.",
+        "model call). Use it before the context is compacted or at a natural checkpoint. "
+        "Without session_id it flushes this project's most recent open session (opened by "
+        "memoryd's agent hooks, `memoryd integrate`); with none open, use memory_remember.",
         FlushArgs,
         FlushOut,
         "session.flush",
@@ -422,6 +424,8 @@ class Bridge:
             case RememberArgs():
                 return {**ws, "text": args.text, "scope": args.scope}
             case FlushArgs():
+                if args.session_id is None:
+                    return ws
                 return {"session_id": args.session_id}
         raise AssertionError(f"no daemon method for {type(args).__name__}")
 
@@ -467,7 +471,9 @@ class Bridge:
                 return render_remember(saved), saved
             case FlushArgs():
                 flushed = FlushOut(
-                    session_id=args.session_id, outcome=result["outcome"], path=result.get("path")
+                    session_id=result.get("session_id") or args.session_id or "",
+                    outcome=result["outcome"],
+                    path=result.get("path"),
                 )
                 return render_flush(flushed), flushed
         raise AssertionError(f"no rendering for {type(args).__name__}")

@@ -80,7 +80,7 @@ def test_flush_and_remember_global(
 
     llm.queue("NO_REPLY")
     code, out, err = cli(capsys, "flush", "--session", "cli-1", "--json")
-    assert code == 0 and json.loads(out) == {"outcome": "nothing_to_store"}
+    assert code == 0 and json.loads(out) == {"outcome": "nothing_to_store", "session_id": "cli-1"}
 
     code, out, err = cli(capsys, "flush", "--session", "nobody")
     assert code == 1 and "no open session 'nobody'" in err

@@ -147,7 +147,7 @@ async def test_lists_four_tools_whose_schemas_and_descriptions_guide_a_model(hom
         "memory_search": {"query"},
         "memory_get": {"path"},
         "memory_remember": {"text"},
-        "memory_flush": {"session_id"},
+        "memory_flush": set(),  # without it: the workspace's most recent open session
     }
     assert tools["memory_remember"].input_schema["properties"]["scope"]["enum"] == [
         "workspace",
@@ -237,10 +237,13 @@ async def test_bad_arguments_and_refusals_are_tool_errors_naming_the_problem(hom
         assert "path_outside_memory" in refused
         unknown = await failed(client, "memory_flush", session_id="never-opened")
         assert "never-opened" in unknown
+        assert "no open session in workspace" in await failed(client, "memory_flush")
         await d.call("session.open", workspace=str(ws), session_id="no-model-1")
         assert "model_not_configured" in await failed(
             client, "memory_flush", session_id="no-model-1"
         )
+        # without a session id: the workspace's most recent session (here the only one)
+        assert "model_not_configured" in await failed(client, "memory_flush")
         _, found = await ok(client, "memory_search", query="anything at all")
         assert found["results"] == []  # the bridge still works after every error
 

@@ -9,6 +9,7 @@ The package (the one place that prints)::
     daemon.py      serve, stop, restart, status, install-service
     doctor.py      doctor: probes of everything memoryd needs
     hook.py        hook AGENT (one agent lifecycle event; always exits 0)
+    ingest.py      ingest --format F FILE | --all DIR
     config.py      config show|check
     agents.py      agents list|resolve
     confluence.py  confluence run|status
@@ -53,6 +54,7 @@ def _load_commands() -> None:
         daemon,
         doctor,
         hook,
+        ingest,
         mcp,
         memory,
         sessions,

@@ -131,9 +131,11 @@ def _session_note(session: dict[str, Any], now: float) -> str:
     idle = session.get("next_idle_flush")
     due = f"in {_duration(max(0.0, idle - now))}" if isinstance(idle, int | float) else "off"
     kind = " (sub-agent)" if session.get("subagent") else ""
+    ingest = session.get("last_ingest")
+    read = f", last ingest {_ago(now, ingest['at'])}" if isinstance(ingest, dict) else ""
     return (
         f"session {session['session_id']}{kind}: {session.get('messages', 0)} messages, "
-        f"last activity {_ago(now, session.get('last_activity'))}, idle flush {due}, "
+        f"last activity {_ago(now, session.get('last_activity'))}{read}, idle flush {due}, "
         f"last flush {flush.get('outcome') or 'never'}"
     )
 

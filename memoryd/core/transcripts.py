@@ -178,9 +178,21 @@ def _json(line: bytes) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def parse(fmt: Format, data: bytes, *, max_tool_chars: int = 200, final: bool = False) -> Parsed:
-    """The messages in ``data`` (a chunk of a transcript starting at a line boundary)."""
+def parse(
+    fmt: Format,
+    data: bytes,
+    *,
+    max_tool_chars: int = 200,
+    final: bool = False,
+    tool_names: dict[str, str] | None = None,
+) -> Parsed:
+    """The messages in ``data`` (a chunk of a transcript starting at a line boundary).
+
+    ``tool_names`` (tool call id → name) is read and extended: pass the same dict for the
+    chunks of one read, so a result in a later chunk than its call still names the tool."""
     state = _State(max_tool_chars)
+    if tool_names is not None:
+        state.tool_names = tool_names
     if fmt == "plain":
         consumed = _parse_plain(state, data, final)
     else:

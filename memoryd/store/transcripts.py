@@ -23,6 +23,8 @@ from memoryd.errors import InvalidParams, StorageError
 TAIL_BYTES = 4096
 #: Most bytes one read returns (a bigger transcript is read in several).
 MAX_READ_BYTES = 8 * 1024 * 1024
+#: The longest transcript line read; a longer one is skipped.
+MAX_LINE_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +61,7 @@ def _pread(fd: int, offset: int, length: int) -> bytes:
     return b"".join(parts)
 
 
-def read_from(path: str, offset: int, tail: str, *, max_bytes: int = MAX_READ_BYTES) -> Chunk:
+def read_from(path: str, offset: int, tail: str, *, max_bytes: int | None = None) -> Chunk:
     """At most ``max_bytes`` of the transcript at ``path`` from ``offset`` (see the module
     docstring). Raises :class:`InvalidParams` for a path that is not a regular file and
     :class:`StorageError` when it cannot be read."""
@@ -82,7 +84,8 @@ def read_from(path: str, offset: int, tail: str, *, max_bytes: int = MAX_READ_BY
             before = _pread(fd, max(0, offset - TAIL_BYTES), min(offset, TAIL_BYTES))
             if offset > size or tail_hash(before) != tail:
                 rewritten, offset, before = True, 0, b""
-        data = _pread(fd, offset, max(0, min(max_bytes, size - offset)))
+        limit = MAX_READ_BYTES if max_bytes is None else max_bytes
+        data = _pread(fd, offset, max(0, min(limit, size - offset)))
     except OSError as exc:
         raise StorageError(f"cannot read transcript {path}: {exc.strerror or exc}") from exc
     finally:

@@ -22,6 +22,7 @@ from tests.runtime.daemon_fixtures import (
     DaemonProcess,
     cli_env,
     home_fixture,  # noqa: F401 - the `home` fixture
+    memoryd_cli,
     processes_fixture,  # noqa: F401 - the `processes` fixture
     project,
 )
@@ -134,7 +135,12 @@ def test_claude_code_session_lifecycle(home: Path, processes: Processes, llm: Fa
         transcript.write_bytes(prefix)
         stopped = hook(home, "claude-code", event("Stop", sid, ws_path, transcript))
         assert stopped.returncode == 0 and stopped.stdout == b"", stopped.stderr
-        wait_count(daemon, sid, count)
+        state = wait_count(daemon, sid, count)
+        assert state["last_ingest"]["path"] == str(transcript)
+        assert state["last_ingest"]["offset"] == len(prefix)
+    status = memoryd_cli(home, "status")
+    assert f"session {sid}: {counts[2]} messages" in status.stdout
+    assert "last ingest" in status.stdout
 
     # PreCompact: ingests, then one flush whose log holds the session's facts
     llm.queue(FLUSH)

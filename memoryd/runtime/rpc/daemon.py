@@ -177,11 +177,18 @@ def build_methods(ctx: DaemonContext) -> MethodTable:
 
     @table.method("session.flush")
     async def session_flush(params: dict[str, Any]) -> dict[str, Any]:
-        p.known_only(params, ("session_id",))
-        session_id = check_session_id(params.get("session_id"))
+        p.known_only(params, ("session_id", "workspace"))
+        if params.get("session_id") is None and "workspace" in params:
+            # An agent does not know memoryd's ids: the workspace's most recent session.
+            workspace = _workspace(params)
+            async with ctx.supervisor.order.read(workspace):
+                actor = await ctx.supervisor.actor_for(workspace)
+            session_id = actor.sessions.most_recent()
+        else:
+            session_id = check_session_id(params.get("session_id"))
         async with ctx.supervisor.order.write(f"session:{session_id}"):
             actor = await ctx.supervisor.actor_for_session(session_id)
-        return await actor.session_flush(session_id)
+        return {**await actor.session_flush(session_id), "session_id": session_id}
 
     @table.method("session.close")
     async def session_close(params: dict[str, Any]) -> dict[str, Any]:

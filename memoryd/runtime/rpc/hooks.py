@@ -21,7 +21,7 @@ from memoryd.runtime.rpc.table import MethodTable
 from memoryd.runtime.workspace.actor import WorkspaceActor
 from memoryd.runtime.workspace.sessions import check_session_id
 
-AFTER = ("flush", "close")
+AFTER = ("flush", "close", "flush_close")
 
 
 def _abs(value: str, name: str) -> str:

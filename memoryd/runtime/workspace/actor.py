@@ -22,7 +22,7 @@ import anyio
 import structlog
 
 from memoryd.core.config import Config
-from memoryd.core.flushing import Message
+from memoryd.core.flushing import Message, Trigger
 from memoryd.core.transcripts import Format
 from memoryd.errors import ActorUnavailable, MemorydError, WatcherUnavailable
 from memoryd.providers.embeddings import EmbeddingProvider
@@ -365,7 +365,8 @@ class WorkspaceActor:
         background: bool = False,
     ) -> dict[str, Any]:
         """Read what an agent's transcript gained into an open session, then flush
-        (``after="flush"``, trigger ``pre_compaction``) or close it (``after="close"``).
+        (``after="flush"``, trigger ``pre_compaction``), close it (``after="close"``) or
+        both (``after="flush_close"``, trigger ``manual``: ``memoryd ingest --flush``).
         With ``background`` the reply (``{accepted}``) does not wait: the work runs in the
         actor's task group and its failures are logged."""
         with self._request():
@@ -382,12 +383,13 @@ class WorkspaceActor:
         with self._request():
             if path is not None:
                 out = await self.ingestor.ingest(session_id, path, fmt)
-            if after == "flush":
+            if after in ("flush", "flush_close"):
+                trigger: Trigger = "pre_compaction" if after == "flush" else "manual"
                 try:
-                    out["flush"] = await self.sessions.flush(session_id, "pre_compaction")
+                    out["flush"] = await self.sessions.flush(session_id, trigger)
                 except MemorydError as exc:
                     out["flush"] = {"outcome": "error", "error": str(exc), "code": exc.code}
-        if after == "close":
+        if after in ("close", "flush_close"):
             out["close"] = await self.session_close(session_id)
         self._embed_wakeup.set()
         return out

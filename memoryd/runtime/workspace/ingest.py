@@ -16,6 +16,7 @@ of a session that closes is kept in the workspace's ingest registry
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from typing import Any
@@ -26,6 +27,7 @@ import structlog
 from memoryd.core.transcripts import Format, new_messages, parse
 from memoryd.runtime.workspace.sessions import SessionManager
 from memoryd.store import ingested
+from memoryd.store import transcripts as transcript_files
 from memoryd.store.journal import IngestMark
 from memoryd.store.layout import Workspace
 from memoryd.store.transcripts import read_from, tail_hash
@@ -76,13 +78,22 @@ class Ingestor:
                 mark = await self.registered(path) or IngestMark(path, fmt)
             total, rewritten, chunks = 0, False, 0
             usage_out: dict[str, Any] | None = None
+            tool_names: dict[str, str] = {}
+            limit = transcript_files.MAX_READ_BYTES
             while True:
-                chunk = await anyio.to_thread.run_sync(read_from, path, mark.offset, mark.tail)
+                chunk = await anyio.to_thread.run_sync(
+                    functools.partial(read_from, path, mark.offset, mark.tail, max_bytes=limit)
+                )
                 chunks += 1
-                parsed = parse(fmt, chunk.data, max_tool_chars=self.max_tool_chars())
+                parsed = parse(
+                    fmt, chunk.data, max_tool_chars=self.max_tool_chars(), tool_names=tool_names
+                )
                 consumed = parsed.consumed
                 if consumed == 0 and chunk.more:
-                    consumed = len(chunk.data)  # one line longer than a read: skipped
+                    if limit < transcript_files.MAX_LINE_BYTES:
+                        limit *= 2  # one line longer than a read: read more of it
+                        continue
+                    consumed = len(chunk.data)  # a line beyond any reason: skipped
                 messages = list(parsed.messages)
                 compactions = mark.compactions + parsed.compactions
                 if chunk.rewritten or rewritten:

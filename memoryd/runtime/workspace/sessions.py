@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -347,6 +347,18 @@ class SessionManager:
                 self._arm_idle(s)
         return {"count": len(s.messages)}
 
+    def most_recent(self) -> str:
+        """The open (main-agent) session with the latest activity: what ``session.flush``
+        without a session id flushes. NotFound when none is open."""
+        candidates = [s for s in self._sessions.values() if not s.closing and not s.subagent]
+        if not candidates:
+            raise SessionNotFound(
+                f"no open session in workspace {self.workspace.key.dirname}",
+                workspace=str(self.workspace.path),
+            )
+        latest = max(candidates, key=lambda s: (s.last_activity or s.opened_at, s.opened_at))
+        return latest.session_id
+
     def ingest_mark(self, session_id: str, path: str) -> IngestMark | None:
         """How far the transcript at ``path`` has been read into an open session."""
         return self._get(session_id).ingests.get(path)
@@ -646,6 +658,15 @@ class SessionManager:
                     ),
                     "log_path": self._rel(self.workspace.sessions_dir / self._log_name(s, today)),
                     "usage": s.usage,
+                    "last_ingest": _last_ingest(s.ingests.values()),
                 }
             )
         return out
+
+
+def _last_ingest(marks: Iterable[IngestMark]) -> dict[str, Any] | None:
+    """The most recent transcript read into a session: ``{path, format, offset, at}``."""
+    latest = max(marks, key=lambda m: m.at, default=None)
+    if latest is None:
+        return None
+    return {"path": latest.path, "format": latest.format, "offset": latest.offset, "at": latest.at}

@@ -1,0 +1,206 @@
+"""``session.ingest`` and ``memoryd ingest`` (issue 15, Done when 4 and 5) on real daemons."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memoryd.core.flushing import message_dict
+from memoryd.core.transcripts import parse
+from memoryd.errors import InvalidParams
+from memoryd.store import transcripts as transcript_files
+from memoryd.store.journal import journal_name, load
+from memoryd.store.layout import resolve_workspace
+from tests.runtime.daemon_fixtures import (
+    DaemonProcess,
+    home_fixture,  # noqa: F401 - the `home` fixture
+    in_process_daemon,
+    memoryd_cli,
+    processes_fixture,  # noqa: F401 - the `processes` fixture
+    project,
+)
+from tests.support.fake_llm import FakeLLM
+
+Processes = Callable[..., DaemonProcess]
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "transcripts"
+CLAUDE = FIXTURES / "claude-code-session.jsonl"
+FLUSH = "## Checkout\n\nThe CSRF token lives in Redis under `csrf:<user>`.\n"
+
+
+@pytest.fixture
+def llm() -> Iterator[FakeLLM]:
+    with FakeLLM() as server:
+        yield server
+
+
+def _summary(text: str) -> str:
+    return text[text.index("## Session Summary") :]
+
+
+@pytest.mark.anyio
+async def test_ingested_messages_take_the_path_of_appended_ones(home: Path, llm: FakeLLM) -> None:
+    """One code path: journal, flush prompt and close summary are the same whether the
+    messages came from a transcript or from session.append."""
+    ws_path = project(home, "shop")
+    ws = resolve_workspace(ws_path, home / "memory")
+    messages = [message_dict(m) for m in parse("claude-code", CLAUDE.read_bytes()).messages]
+    async with in_process_daemon(config=llm.config_toml()) as d:
+        ingested = await d.call(
+            "session.ingest",
+            session_id="via-ingest",
+            path=str(CLAUDE),
+            format="claude-code",
+            workspace=str(ws_path),
+        )
+        assert ingested["ingested"] == len(messages) == ingested["count"]
+        assert ingested["offset"] == CLAUDE.stat().st_size and ingested["rewritten"] is False
+        assert ingested["usage"] == {"flushed": False}
+        await d.call("session.open", workspace=str(ws_path), session_id="via-append")
+        appended = await d.call("session.append", session_id="via-append", messages=messages)
+        assert appended == {"count": len(messages)}
+
+        journals = [load(ws.live_dir / journal_name(sid)) for sid in ("via-ingest", "via-append")]
+        assert journals[0] is not None and journals[1] is not None
+        assert [m.message for m in journals[0].messages] == [
+            m.message for m in journals[1].messages
+        ]
+        assert list(journals[0].ingests) == [str(CLAUDE)]
+
+        llm.queue(FLUSH, FLUSH)
+        for sid in ("via-ingest", "via-append"):
+            assert (await d.call("session.flush", session_id=sid))["outcome"] == "written"
+        first, second = llm.prompts
+        assert first.user == second.user and first.system == second.system
+
+        closed = [await d.call("session.close", session_id=s) for s in ("via-ingest", "via-append")]
+        assert all(c["summary_written"] for c in closed)
+        logs = [(d.root / c["path"]).read_text(encoding="utf-8") for c in closed]
+        assert _summary(logs[0]) == _summary(logs[1])
+        assert "The checkout page returns HTTP 500 after login" in logs[0]
+
+        # Reading it again into a session that already read it appends nothing; nor does a
+        # closed session's transcript when imported again unchanged.
+        again = await d.call(
+            "session.ingest",
+            session_id="via-ingest",
+            path=str(CLAUDE),
+            format="claude-code",
+            workspace=str(ws_path),
+            after="close",
+        )
+        assert again == {"ingested": 0, "skipped": True}
+
+
+@pytest.mark.anyio
+async def test_bounded_reads_give_the_same_messages(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws_path = project(home, "shop")
+    monkeypatch.setattr(transcript_files, "MAX_READ_BYTES", 700)
+    whole = parse("claude-code", CLAUDE.read_bytes()).messages
+    async with in_process_daemon() as d:
+        out = await d.call(
+            "session.ingest",
+            session_id="small-reads",
+            path=str(CLAUDE),
+            format="claude-code",
+            workspace=str(ws_path),
+        )
+        assert out["ingested"] == len(whole) and out["offset"] == CLAUDE.stat().st_size
+        ws = resolve_workspace(ws_path, home / "memory")
+        state = load(ws.live_dir / journal_name("small-reads"))
+        assert state is not None
+        assert tuple(m.message for m in state.messages) == whole
+
+
+@pytest.mark.anyio
+async def test_only_absolute_paths_of_regular_files_are_read(home: Path) -> None:
+    ws_path = project(home, "shop")
+    fifo = home / "pipe.jsonl"
+    os.mkfifo(fifo)
+    async with in_process_daemon() as d:
+        base = {"session_id": "s1", "format": "claude-code", "workspace": str(ws_path)}
+        for path, why in ((str(fifo), "not a regular file"), ("rel.jsonl", "absolute")):
+            with pytest.raises(InvalidParams, match=why):
+                await d.call("session.ingest", path=path, **base)
+        with pytest.raises(InvalidParams, match="does not exist"):
+            await d.call("session.ingest", path=str(home / "missing.jsonl"), **base)
+        with pytest.raises(InvalidParams, match="format"):
+            await d.call("session.ingest", path=str(CLAUDE), **{**base, "format": "gemini"})
+
+
+def _transcript(i: int) -> bytes:
+    sid = f"0000{i:04d}-1111-2222-3333-444455556666"
+    lines: list[dict[str, Any]] = [
+        {"type": "file-history-snapshot", "messageId": "m", "snapshot": {}},
+    ]
+    prompts = [
+        f"Service zorblax{i} keeps timing out when called from the billing job.",
+        f"Which port does zorblax{i} listen on in staging?",
+        f"Set the zorblax{i} client timeout to {i + 10} seconds then.",
+    ]
+    for n, prompt in enumerate(prompts):
+        lines.append(
+            {"type": "user", "sessionId": sid, "message": {"role": "user", "content": prompt}}
+        )
+        lines.append({"type": "progress", "sessionId": sid, "data": {"type": "hook_progress"}})
+        lines.append(
+            {
+                "type": "assistant",
+                "sessionId": sid,
+                "message": {
+                    "id": f"msg_{n}",
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": f"zorblax{i} answer {n}"}],
+                },
+            }
+        )
+    return b"".join(json.dumps(line).encode() + b"\n" for line in lines)
+
+
+def test_ingest_all_imports_each_transcript_once_and_search_finds_them(
+    home: Path, processes: Processes
+) -> None:
+    ws_path = project(home, "billing")
+    folder = home / "claude-projects" / "billing"
+    folder.mkdir(parents=True)
+    for i in range(50):
+        (folder / f"0000{i:04d}-1111-2222-3333-444455556666.jsonl").write_bytes(_transcript(i))
+    (folder / "notes.txt").write_text("not a transcript")
+    processes().start()
+
+    first = memoryd_cli(
+        home, "ingest", "--format", "claude-code", "--all", str(folder), "-w", str(ws_path)
+    )
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.splitlines()[-1] == "50 imported, 0 skipped, 0 failed"
+    assert first.stdout.count("imported 6 messages from") == 50
+
+    second = memoryd_cli(home, "ingest", "--all", str(folder), "-w", str(ws_path), "--json")
+    assert second.returncode == 0, second.stderr
+    results = json.loads(second.stdout)
+    assert len(results) == 50 and all(r["skipped"] for r in results)
+
+    for i in (0, 17, 49):
+        found = memoryd_cli(home, "search", f"zorblax{i} timeout", "-w", str(ws_path), "--json")
+        hits = json.loads(found.stdout)["results"]
+        assert hits and f"zorblax{i}" in hits[0]["snippet"], hits[:1]
+        assert hits[0]["source"] == "session"
+
+    # a transcript that grew is read on from where the import stopped
+    grown = folder / "00000003-1111-2222-3333-444455556666.jsonl"
+    with grown.open("ab") as handle:
+        handle.write(
+            json.dumps(
+                {"type": "user", "message": {"role": "user", "content": "One more thing."}}
+            ).encode()
+            + b"\n"
+        )
+    third = memoryd_cli(home, "ingest", "--all", str(folder), "-w", str(ws_path))
+    assert third.stdout.splitlines()[-1] == "1 imported, 49 skipped, 0 failed", third.stdout
+    assert f"imported 1 messages from {grown}" in third.stdout
