@@ -20,7 +20,8 @@ Errors:
 - no daemon (no socket file, connection refused, or the connection closed before the reply)
   raises :class:`~memoryd.errors.DaemonNotRunning`, whose message says to run
   ``memoryd serve``;
-- no reply within ``timeout`` seconds raises the built-in ``TimeoutError``.
+- no reply within ``timeout`` seconds raises :class:`~memoryd.errors.DaemonTimeout`
+  (``daemon_timeout``; also a ``TimeoutError``).
 """
 
 from __future__ import annotations
@@ -47,7 +48,13 @@ from memoryd.core.protocol import (
     decode_response,
     encode_request,
 )
-from memoryd.errors import DaemonNotRunning, InvalidParams, MemorydError, MethodNotFound
+from memoryd.errors import (
+    DaemonNotRunning,
+    DaemonTimeout,
+    InvalidParams,
+    MemorydError,
+    MethodNotFound,
+)
 
 DEFAULT_TIMEOUT: Final = 30.0
 MAX_REPLY_BYTES: Final = 64 * 1024 * 1024
@@ -97,6 +104,10 @@ def _not_running(path: Path, reason: str) -> DaemonNotRunning:
     return DaemonNotRunning(
         f"memoryd is not running ({reason} on {path}); {_START_HINT}", path=str(path)
     )
+
+
+def _timed_out(timeout: float | None) -> DaemonTimeout:
+    return DaemonTimeout(f"memoryd did not answer within {timeout} s", timeout=timeout)
 
 
 def _closed(path: Path) -> DaemonNotRunning:
@@ -184,7 +195,7 @@ class Client:
                     raise error_from_reply(response.error)  # e.g. request_too_large
         except TimeoutError:
             self.close()  # a late reply or a half-sent request would confuse the next call
-            raise TimeoutError(f"memoryd did not answer within {self.timeout} s") from None
+            raise _timed_out(self.timeout) from None
         except OSError as exc:
             self.close()
             raise _closed(self.path) from exc
@@ -302,7 +313,7 @@ class AsyncClient:
                 finally:
                     conn.in_flight -= 1
         except TimeoutError:
-            raise TimeoutError(f"memoryd did not answer within {self.timeout} s") from None
+            raise _timed_out(self.timeout) from None
         return _result(response)
 
     async def _connection(self) -> _Connection:

@@ -25,7 +25,12 @@ exits.
     ├── WatcherUnavailable            watcher_unavailable  (runtime only: actor polls)
     ├── AlreadyRunning                already_running
     ├── TooManyConnections            too_many_connections
-    └── DaemonNotRunning              daemon_not_running   (client side only)
+    ├── DaemonNotRunning              daemon_not_running   (client side only)
+    └── DaemonTimeout                 daemon_timeout       (client side only; a TimeoutError)
+
+Two helpers read errors in one way everywhere: :func:`only_error` finds the one error inside
+(nested) task-group exception groups (:func:`leaf_errors` lists them all), and
+:func:`describe_error` spells any error as ``Type: message`` for logs and replies.
 """
 
 from __future__ import annotations
@@ -182,17 +187,35 @@ class DaemonNotRunning(MemorydError):
     code = "daemon_not_running"
 
 
-def only_error(group: BaseExceptionGroup[BaseException]) -> MemorydError | None:
-    """The one :class:`MemorydError` a (nested) task-group exception group holds, if that is
-    all it holds (so callers can report it instead of the group)."""
-    leaves: list[BaseException] = []
-    pending: list[BaseException] = [group]
-    while pending:
-        exc = pending.pop()
-        if isinstance(exc, BaseExceptionGroup):
-            pending.extend(exc.exceptions)
-        else:
-            leaves.append(exc)
+class DaemonTimeout(MemorydError, TimeoutError):
+    """The daemon did not answer within the client's timeout (client side).
+
+    Also a :class:`TimeoutError`, so code that waits on anything with a deadline can catch
+    both alike.
+    """
+
+    code = "daemon_timeout"
+
+
+def leaf_errors(exc: BaseException) -> list[BaseException]:
+    """``exc`` itself, or the errors inside it when it is a (nested) exception group, in order."""
+    if not isinstance(exc, BaseExceptionGroup):
+        return [exc]
+    return [leaf for inner in exc.exceptions for leaf in leaf_errors(inner)]
+
+
+def only_error(exc: BaseException) -> MemorydError | None:
+    """The one :class:`MemorydError` that ``exc`` is, or that (nested) task-group exception
+    groups hold if that is all they hold (so callers can report it instead of the group)."""
+    leaves = leaf_errors(exc)
     if len(leaves) == 1 and isinstance(leaves[0], MemorydError):
         return leaves[0]
     return None
+
+
+def describe_error(exc: BaseException) -> str:
+    """``Type: message`` (``Type`` alone when there is no message); the errors inside an
+    exception group, so described, joined by ``"; "``."""
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(describe_error(e) for e in exc.exceptions)
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

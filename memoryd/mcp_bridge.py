@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memoryd import __version__
 from memoryd.client import AsyncClient
-from memoryd.errors import DaemonNotRunning, MemorydError
+from memoryd.errors import DaemonNotRunning, DaemonTimeout, MemorydError
 
 #: Seconds to wait for the daemon; a flush waits for a chat model, so this is generous.
 CALL_TIMEOUT_SECS = 300.0
@@ -265,7 +265,7 @@ def error_text(exc: Exception, timeout: float) -> str:
                 f"{exc} (or run it as a service: `memoryd install-service`). memoryd mcp never "
                 "starts it itself; once it runs, call this tool again. Nothing was read or written."
             )
-        case TimeoutError():
+        case DaemonTimeout():
             return f"memoryd did not answer within {timeout:g} s; it may be busy. Try again."
         case MemorydError(code="invalid_params"):
             return f"Invalid argument: {exc}"
@@ -403,7 +403,7 @@ class Bridge:
             return _failure(validation_text(name, exc))
         try:
             result = await self.client.request(spec.method, self._params(args))
-        except (MemorydError, TimeoutError) as exc:
+        except MemorydError as exc:
             return _failure(error_text(exc, self.timeout))
         text, structured = self._render(args, result)
         return mt.CallToolResult(

@@ -24,7 +24,7 @@ import pytest
 
 from memoryd.cli.render import render_status
 from memoryd.client import Client
-from memoryd.errors import AlreadyRunning, InvalidParams, MemorydError
+from memoryd.errors import AlreadyRunning, DaemonTimeout, InvalidParams, MemorydError
 from memoryd.errors import only_error as single_error
 from tests.test_cli_memory import (
     LiveDaemon,
@@ -242,7 +242,7 @@ def test_a_daemon_that_does_not_answer_in_time_is_an_error_without_traceback(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     def request(self: Client, method: str, params: dict[str, Any] | None = None) -> Any:
-        raise TimeoutError("memoryd did not answer within 60.0 s")
+        raise DaemonTimeout("memoryd did not answer within 60.0 s")
 
     monkeypatch.setattr(Client, "request", request)
     code, out, err = run(capsys, "search", "x")

@@ -131,9 +131,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         if error is None:
             raise
         return report(error)
-    except TimeoutError as exc:  # the client's: the daemon did not answer in time
-        print(f"memoryd: error: {exc}", file=sys.stderr)
-        return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # e.g. `memoryd config show | head`: the reader went away

@@ -208,7 +208,7 @@ def _refuse_if_running(socket_path: str | Path) -> None:
     try:
         with Client(socket_path, timeout=5.0) as client:
             pid = client.call("daemon.status").get("pid", "?")
-    except (MemorydError, TimeoutError):
+    except MemorydError:
         return  # nothing answers: the server's own lock settles any race
     raise AlreadyRunning(
         f"memoryd is already running on {socket_path} (pid {pid}); stop it with `memoryd stop`",

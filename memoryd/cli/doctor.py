@@ -28,7 +28,7 @@ from memoryd.cli.common import (
     command,
     print_json,
 )
-from memoryd.errors import MemorydError
+from memoryd.errors import DaemonTimeout, MemorydError
 from memoryd.store import configfile
 
 PROBE_TIMEOUT = 10.0
@@ -116,11 +116,11 @@ def _daemon_checks(loaded: configfile.Loaded) -> list[Check]:
         with Client(path, timeout=3.0) as client:
             client.call("daemon.ping")
             status: dict[str, Any] = client.call("daemon.status")
+    except DaemonTimeout:
+        return [Check("daemon", False, f"not answering on {path} within 3 s")]
     except MemorydError:
         hint = f"not running (socket {path}); start it with `memoryd serve`"
         return [Check("daemon", True, hint)]
-    except TimeoutError:
-        return [Check("daemon", False, f"not answering on {path} within 3 s")]
     checks = [Check("daemon", True, f"answering on {path}")]
     pending = status.get("restart_pending") or []
     if pending:

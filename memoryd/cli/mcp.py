@@ -51,7 +51,7 @@ def _mcp(args: argparse.Namespace) -> int:
             client.call("daemon.ping")
     except DaemonNotRunning as exc:
         print(f"memoryd mcp: {exc}; the tools say so until it runs", file=sys.stderr)
-    except (MemorydError, TimeoutError):
+    except MemorydError:
         pass  # the tools report whatever is wrong, call by call
     anyio.run(serve_stdio, socket_path, workspace)
     return EXIT_OK

@@ -20,7 +20,7 @@ import httpx
 import structlog
 
 from memoryd.core.config import Config
-from memoryd.errors import ConfigError, ModelError
+from memoryd.errors import ConfigError, ModelError, describe_error
 
 log = structlog.get_logger(__name__)
 
@@ -180,7 +180,7 @@ class OpenAIChatModel:
                 except (TimeoutError, httpx.TimeoutException):
                     cause = f"timed out after {self.timeout_secs:g} s"
                 except httpx.TransportError as exc:
-                    cause = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                    cause = describe_error(exc)
                 else:
                     status = response.status_code
                     if status == 429 or status >= 500:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import structlog
 
-from memoryd.errors import MemorydError, only_error
+from memoryd.errors import MemorydError, describe_error, only_error
 from memoryd.runtime import main as runtime_main
 
 log = structlog.get_logger(__name__)
@@ -59,21 +59,17 @@ def _run_detached(config: str | None, reporter: _Reporter) -> int:
         return 1
     except BaseExceptionGroup as group:
         error = only_error(group)
-        reporter.send(f"error: {error or _describe(group)}")
+        reporter.send(f"error: {error or describe_error(group)}")
         if error is None:
             traceback.print_exception(group)  # into the log
         return 1
     except BaseException as exc:  # noqa: BLE001 - report anything, then exit the child
-        reporter.send(f"error: {_describe(exc)}")
+        reporter.send(f"error: {describe_error(exc)}")
         traceback.print_exception(exc)
         return 1
     finally:
         reporter.send("error: the daemon stopped before it was ready")
     return 0
-
-
-def _describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
 
 
 def _detach(log_path: Path) -> None:

@@ -25,7 +25,13 @@ import anyio
 import structlog
 
 from memoryd.core.config import Config
-from memoryd.errors import ActorUnavailable, EmbeddingError, MemorydError, NotFound
+from memoryd.errors import (
+    ActorUnavailable,
+    EmbeddingError,
+    MemorydError,
+    NotFound,
+    describe_error,
+)
 from memoryd.providers.embeddings import EmbeddingProvider
 from memoryd.providers.factory import start_provider
 from memoryd.providers.llm import ChatModel, make_chat_model
@@ -63,13 +69,6 @@ class Slot:
     last_error: str | None = None
     retry_at: float = 0.0
     stopping: bool = False
-
-
-def describe(exc: BaseException) -> str:
-    """``Type: message`` of an error; the errors inside task-group exception groups."""
-    if isinstance(exc, BaseExceptionGroup):
-        return "; ".join(describe(e) for e in exc.exceptions)
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 class RequestOrder:
@@ -343,7 +342,7 @@ class Supervisor:
         slot.failures += 1
         slot.restarts += 1
         slot.backoff_level += 1
-        slot.last_error = describe(exc)
+        slot.last_error = describe_error(exc)
         delay = min(self.backoff_start * 2.0 ** (slot.backoff_level - 1), self.backoff_max)
         slot.retry_at = self.clock() + delay
         log.error(
@@ -392,7 +391,7 @@ class Supervisor:
                         "workspace": str(slot.workspace.path),
                         "memory_dir": key,
                         "state": "running",
-                        "status_error": describe(exc),
+                        "status_error": describe_error(exc),
                     }
             else:
                 if slot.stopping:

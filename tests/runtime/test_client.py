@@ -21,6 +21,7 @@ from memoryd.client import ERROR_CLASSES, AsyncClient, Client
 from memoryd.errors import (
     ConfigError,
     DaemonNotRunning,
+    DaemonTimeout,
     InvalidParams,
     MemorydError,
     MethodNotFound,
@@ -276,8 +277,9 @@ async def test_clients_reconnect_after_the_daemon_restarts(sock_path: Path) -> N
 
 async def test_async_timeout_raises_and_the_late_reply_is_dropped(sock_path: Path) -> None:
     async with daemon(sock_path), AsyncClient(sock_path, timeout=0.2) as client:
-        with pytest.raises(TimeoutError, match="did not answer"):
+        with pytest.raises(DaemonTimeout, match="did not answer") as info:
             await client.call("wait", key="slow")
+        assert info.value.code == "daemon_timeout" and isinstance(info.value, TimeoutError)
         await client.call("release", key="slow")  # the first reply now arrives, unclaimed
         assert await client.call("echo", n=1) == {"n": 1}
 
@@ -285,8 +287,9 @@ async def test_async_timeout_raises_and_the_late_reply_is_dropped(sock_path: Pat
 async def test_sync_timeout_raises_and_the_next_call_works(sock_path: Path) -> None:
     async with daemon(sock_path):
         with Client(sock_path, timeout=0.2) as client:
-            with pytest.raises(TimeoutError, match="did not answer"):
+            with pytest.raises(DaemonTimeout, match="did not answer") as info:
                 await sync(client.call, "wait", key="slow")
+            assert info.value.code == "daemon_timeout" and isinstance(info.value, TimeoutError)
             assert await sync(client.call, "release", key="slow") is None
             assert await sync(client.call, "echo", n=1) == {"n": 1}
 

@@ -63,7 +63,12 @@ from memoryd.core.protocol import (
     encode_result,
     error_reply,
 )
-from memoryd.errors import AlreadyRunning, ConfigError, MemorydError, TooManyConnections
+from memoryd.errors import (
+    AlreadyRunning,
+    ConfigError,
+    TooManyConnections,
+    only_error,
+)
 from memoryd.store.files import make_private_dirs
 
 Dispatch = Callable[[str, dict[str, Any]], Awaitable[Any]]
@@ -399,7 +404,7 @@ class _Connection:
         try:
             result = await self._dispatch(request.method, request.params)
         except Exception as exc:
-            error = _memoryd_error(exc)
+            error = only_error(exc)
             if error is None:
                 log.exception("rpc.internal_error", method=request.method)
                 return encode_error(request.id, INTERNAL_ERROR, "internal error (see daemon log)")
@@ -432,13 +437,6 @@ class _Connection:
 
 class _LineTooLarge(Exception):
     """A request line grew past ``max_request_bytes``."""
-
-
-def _memoryd_error(exc: BaseException) -> MemorydError | None:
-    """``exc`` itself, or the single error inside (nested) exception groups, if a MemorydError."""
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return exc if isinstance(exc, MemorydError) else None
 
 
 def _peer_allowed(stream: SocketStream) -> bool:

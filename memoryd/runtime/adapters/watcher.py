@@ -29,7 +29,7 @@ holding a token for good.
 from __future__ import annotations
 
 import errno
-from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from pathlib import Path, PurePath
@@ -40,7 +40,7 @@ import anyio.abc
 import structlog
 import watchfiles
 
-from memoryd.errors import WatcherUnavailable
+from memoryd.errors import WatcherUnavailable, leaf_errors
 
 log = structlog.get_logger(__name__)
 
@@ -174,7 +174,7 @@ async def watch_memory(
                 task_status.started()
             outer.cancel_scope.cancel()
     except BaseExceptionGroup as errors:  # one failure is raised as itself, not in a group
-        leaves = list(_leaves(errors))
+        leaves = leaf_errors(errors)
         if len(leaves) == 1:
             raise leaves[0] from leaves[0].__cause__
         raise
@@ -256,11 +256,3 @@ def _unavailable(exc: BaseException, roots: list[_Root], started: bool) -> Watch
 def _errno_name(exc: BaseException) -> str | None:
     number = getattr(exc, "errno", None)
     return errno.errorcode.get(number) if isinstance(number, int) else None
-
-
-def _leaves(group: BaseExceptionGroup[BaseException]) -> Iterator[BaseException]:
-    for exc in group.exceptions:
-        if isinstance(exc, BaseExceptionGroup):
-            yield from _leaves(exc)
-        else:
-            yield exc

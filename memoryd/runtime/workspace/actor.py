@@ -24,7 +24,7 @@ import structlog
 from memoryd.core.config import Config
 from memoryd.core.flushing import Message, Trigger
 from memoryd.core.transcripts import Format
-from memoryd.errors import ActorUnavailable, MemorydError, WatcherUnavailable
+from memoryd.errors import ActorUnavailable, MemorydError, WatcherUnavailable, leaf_errors
 from memoryd.providers.embeddings import EmbeddingProvider
 from memoryd.providers.llm import ChatModel
 from memoryd.runtime.adapters.watcher import watch_memory, workspace_targets
@@ -467,13 +467,9 @@ def _watcher_failure(exc: BaseException) -> WatcherUnavailable | None:
     Both watches of an actor (its directory and the root) may fail at once, e.g. when the OS
     refuses every new watch; that arrives as a group of two WatcherUnavailable.
     """
-    if isinstance(exc, WatcherUnavailable):
-        return exc
-    if isinstance(exc, BaseExceptionGroup):
-        leaves = [_watcher_failure(e) for e in exc.exceptions]
-        if leaves and all(leaf is not None for leaf in leaves):
-            return leaves[0]
-    return None
+    leaves = leaf_errors(exc)
+    failures = [leaf for leaf in leaves if isinstance(leaf, WatcherUnavailable)]
+    return failures[0] if len(failures) == len(leaves) else None
 
 
 class _Started:

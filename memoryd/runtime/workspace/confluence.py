@@ -45,7 +45,7 @@ from memoryd.core import confluence as cf
 from memoryd.core.config import Config
 from memoryd.core.dreaming import normalize_heading
 from memoryd.core.workspace import MEMORY_FILE
-from memoryd.errors import Busy, MemorydError, ModelNotConfigured, StorageError
+from memoryd.errors import Busy, MemorydError, ModelNotConfigured, StorageError, describe_error
 from memoryd.providers.llm import ChatModel
 from memoryd.runtime.workspace.filelock import file_lock
 from memoryd.store.files import atomic_write_text, make_private_dirs, read_bytes, read_text
@@ -341,7 +341,7 @@ class Confluence:
                 report.error("distiller", f"timed out after {timeout:g} s", batch=number)
                 continue
             except Exception as exc:  # noqa: BLE001 - a failing batch is recorded, others go on
-                report.error("distiller", _describe(exc), batch=number)
+                report.error("distiller", describe_error(exc), batch=number)
                 continue
             before = len(lessons)
             for candidate in candidates:
@@ -396,7 +396,7 @@ class Confluence:
         except TimeoutError:
             verdict = cf.Verdict(False, f"screener timed out after {secs:g} s")
         except Exception as exc:  # noqa: BLE001 - failing closed: an error is "not shareable"
-            verdict = cf.Verdict(False, f"screener failed: {_describe(exc)}")
+            verdict = cf.Verdict(False, f"screener failed: {describe_error(exc)}")
         if not verdict.shareable:
             report.reject(candidate, verdict.reason, "screener")
             return None
@@ -522,12 +522,8 @@ class Confluence:
             log.warning("confluence.schedule_failed", error=str(exc), code=exc.code)
         except Exception as exc:  # noqa: BLE001 - a scheduled run never takes the daemon down
             self._last_started = self.clock()
-            log.error("confluence.schedule_crashed", error=_describe(exc))
+            log.error("confluence.schedule_crashed", error=describe_error(exc))
 
 
 def _secs(start: datetime, end: datetime | None) -> float:
     return ((end or start) - start).total_seconds()
-
-
-def _describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

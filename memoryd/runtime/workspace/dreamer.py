@@ -56,7 +56,7 @@ from memoryd.core.dreaming import (
     is_session_log,
     with_footer,
 )
-from memoryd.errors import ModelNotConfigured, StorageError
+from memoryd.errors import ModelNotConfigured, StorageError, describe_error
 from memoryd.providers.llm import ChatModel
 from memoryd.runtime import failpoints
 from memoryd.runtime.adapters.lockfile import DreamLock, PidChecker, process_alive
@@ -362,7 +362,7 @@ class Dreamer:
         try:
             answer = await model.complete(dream_prompt(now), self._scrub(inp.text, "dream.input"))
         except Exception as exc:  # noqa: BLE001 - any model failure: roll back, retry later
-            error = f"{type(exc).__name__}: {exc}"
+            error = describe_error(exc)
             await finish(False, "failed", "model_error", error=error)
             return self._result("failed", "model_error", error=error, **common)
         verdict = check_answer(self._scrub(answer, "dream.answer"))

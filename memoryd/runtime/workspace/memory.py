@@ -28,7 +28,7 @@ from memoryd.core.notes import format_note, numbered_lines
 from memoryd.core.ranking import Candidate, RankParams, cosine_from_l2, rank
 from memoryd.core.secrets import Scrubbed
 from memoryd.core.templates import global_template, workspace_template
-from memoryd.errors import InvalidParams, NotFound, StorageError
+from memoryd.errors import InvalidParams, NotFound, StorageError, describe_error
 from memoryd.providers.embeddings import EmbeddingProvider, normalize, similarity_scale
 from memoryd.runtime.workspace.embedding import EmbeddingState
 from memoryd.runtime.workspace.filelock import file_lock
@@ -254,7 +254,7 @@ class WorkspaceMemory:
             if len(vectors) != 1 or len(vectors[0]) != provider.dims:
                 raise ValueError("the provider answered the wrong number or size of vectors")
         except Exception as exc:  # noqa: BLE001 - any provider failure degrades to FTS (SPEC §5)
-            reason = _reason(exc)
+            reason = describe_error(exc)
             state.failed(reason, self.clock())
             self.log.warning("search.embedding_failed", error=reason)
             return None, "fts_fallback", reason
@@ -387,7 +387,7 @@ class WorkspaceMemory:
             if len(vectors) != len(pending) or any(len(v) != provider.dims for v in vectors):
                 raise ValueError("the provider answered the wrong number or size of vectors")
         except Exception as exc:
-            state.failed(_reason(exc), self.clock())
+            state.failed(describe_error(exc), self.clock())
             raise
         items = [(p, normalize(v)) for p, v in zip(pending, vectors, strict=True)]
         stored = await self._run(self.index.store_vectors, provider.model_id, items)
@@ -413,7 +413,7 @@ class WorkspaceMemory:
                 raise ValueError("the provider answered the wrong number or size of vectors")
             hits = await self._run(self.index.knn, normalize(vectors[0]), k)
         except Exception as exc:  # noqa: BLE001 - best effort: the caller writes rather than loses
-            self.log.warning("similarity.failed", error=f"{type(exc).__name__}: {exc}")
+            self.log.warning("similarity.failed", error=describe_error(exc))
             return None
         return max((cosine_from_l2(distance) for _, distance in hits), default=0.0)
 
@@ -573,7 +573,3 @@ class WorkspaceMemory:
             "vectors_pending": pending,
             "took_ms": round((time.perf_counter() - started) * 1000, 3),
         }
-
-
-def _reason(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
