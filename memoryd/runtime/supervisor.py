@@ -35,6 +35,7 @@ from memoryd.errors import (
 from memoryd.providers.embeddings import EmbeddingProvider
 from memoryd.providers.factory import start_provider
 from memoryd.providers.llm import ChatModel, make_chat_model
+from memoryd.runtime.adapters.shared_watch import SharedWatcher
 from memoryd.runtime.adapters.watcher import watch_memory
 from memoryd.runtime.workspace.actor import WorkspaceActor
 from memoryd.store.journal import open_sessions
@@ -128,7 +129,9 @@ class Supervisor:
         # session id → the workspace path its client named (session.* after open carry none)
         self.session_routes: dict[str, str] = {}
         self.actor_factory = actor_factory or self._default_actor
-        self.watch = watch
+        # One watch of the memory root for every actor (bounded inotify instances, #17).
+        self.watcher = SharedWatcher(root, watch)
+        self.watch: WatchFn = self.watcher.watch
         self.backoff_start = backoff_start
         self.backoff_max = backoff_max
         self.clock = clock
@@ -164,7 +167,7 @@ class Supervisor:
         self._make_provider()  # a provider config that cannot work stops the daemon at start
         try:
             async with anyio.create_task_group() as tg:
-                self._tg = tg
+                self._tg = self.watcher.tg = tg
                 tg.start_soon(self._reap_idle)
                 task_status.started()
                 await anyio.sleep_forever()

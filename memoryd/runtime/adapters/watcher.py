@@ -3,7 +3,9 @@
 An actor watches two things: its workspace directory, recursively (``MEMORY.md`` and
 ``sessions/*.md``), and the memory root, *non*-recursively (the global ``MEMORY.md`` and
 ``experience.md`` — but not the other workspaces below it). Each is a :class:`WatchTarget`;
-:func:`workspace_targets` builds the pair.
+:func:`workspace_targets` builds the pair. In the daemon the actors share one recursive
+watch of the root instead (:mod:`memoryd.runtime.adapters.shared_watch`), which takes the
+same pair and runs :func:`watch_memory` once for all of them.
 
 :func:`watch_memory` runs one ``watchfiles.awatch`` per recursion mode, keeps only memory
 files (:func:`is_memory_file`, a small pure filter) and hands every debounced batch of changed
@@ -131,6 +133,7 @@ async def watch_memory(
     stop_event: anyio.Event | None = None,
     awatch: AwatchFactory = watchfiles.awatch,
     task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    on_tick: Callable[[], None] | None = None,
 ) -> None:
     """Watch ``targets`` and call ``on_change`` with each batch of changed memory files.
 
@@ -148,6 +151,8 @@ async def watch_memory(
         awatch: the watchfiles entry point, replaceable so tests can simulate an OS refusing
             to watch.
         task_status: ``started()`` is called once every target is really being watched.
+        on_tick: called after every batch the watch thread hands back, empty ones included
+            (at least every :data:`TICK_MS`): what was created before it is watched.
 
     Raises:
         WatcherUnavailable: the watch could not start or failed later; ``data`` carries the
@@ -167,7 +172,15 @@ async def watch_memory(
             async with anyio.create_task_group() as watchers:
                 for group in active:  # started side by side: each waits for its first tick
                     watchers.start_soon(
-                        _watch_group, group, on_change, debounce_ms, step_ms, stop, awatch, ready
+                        _watch_group,
+                        group,
+                        on_change,
+                        debounce_ms,
+                        step_ms,
+                        stop,
+                        awatch,
+                        ready,
+                        on_tick,
                     )
                 await ready.done.wait()
                 log.debug("watcher.started", paths=[str(r.path) for r in roots])
@@ -211,6 +224,7 @@ async def _watch_group(
     stop: anyio.Event,
     awatch: AwatchFactory,
     ready: _Countdown,
+    on_tick: Callable[[], None] | None = None,
 ) -> None:
     """One ``awatch`` over directories sharing a recursion mode; ticks ``ready`` once."""
     options: dict[str, Any] = {
@@ -237,6 +251,8 @@ async def _watch_group(
             changed = _memory_files(batch, roots)
             if changed:
                 on_change(changed)
+            if on_tick is not None:
+                on_tick()
     if not started:  # stopped before the first tick: let the caller's tg.start() return
         ready.tick()
 
