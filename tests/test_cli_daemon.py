@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -160,6 +161,27 @@ def test_stop_and_restart_a_detached_daemon(short_home: Path) -> None:
         for pid in (first, locals().get("second")):
             if isinstance(pid, int) and not gone(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_the_detached_daemon_reopens_its_log_on_sighup(short_home: Path) -> None:
+    started = memoryd(short_home, "serve", "--json")
+    assert started.returncode == 0, started.stderr
+    pid = json.loads(started.stdout)["pid"]
+    log = short_home / "state" / "memoryd.log"
+    try:
+        wait_until(lambda: "daemon.started" in log.read_text(), "the daemon logs its start")
+        rotated = log.rename(log.with_name("memoryd.log.1"))  # what logrotate does
+        os.kill(pid, signal.SIGHUP)
+        wait_until(
+            lambda: log.exists() and "config.reloaded" in log.read_text(),
+            "the reload is logged to a new memoryd.log",
+        )
+        assert stat.S_IMODE(log.stat().st_mode) == 0o600
+        assert "daemon.started" in rotated.read_text()
+        assert "config.reloaded" not in rotated.read_text()
+    finally:
+        os.kill(pid, signal.SIGTERM)
+        wait_until(lambda: gone(pid), "the daemon exits")
 
 
 def test_a_refused_detached_start_says_why_on_stderr(short_home: Path) -> None:

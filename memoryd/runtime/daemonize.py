@@ -41,7 +41,7 @@ def start_detached(config: str | None, log_path: Path) -> Started:
     if pid == 0:  # the daemon
         os.close(read_fd)
         _detach(log_path)
-        os._exit(_run_detached(config, _Reporter(write_fd)))
+        os._exit(_run_detached(config, _Reporter(write_fd), log_path))
     os.close(write_fd)
     return Started(pid, _read_report(read_fd, READY_TIMEOUT_SECS))
 
@@ -49,10 +49,10 @@ def start_detached(config: str | None, log_path: Path) -> Started:
 READY_TIMEOUT_SECS = 60.0
 
 
-def _run_detached(config: str | None, reporter: _Reporter) -> int:
+def _run_detached(config: str | None, reporter: _Reporter, log_path: Path) -> int:
     """The detached child: serve until stopped; report "ok" or the error through the pipe."""
     try:
-        runtime_main.serve(config, on_ready=lambda: reporter.send("ok"))
+        runtime_main.serve(config, on_ready=lambda: reporter.send("ok"), log_file=log_path)
     except MemorydError as exc:
         reporter.send(f"error: {exc}")
         log.error("daemon.refused", error=str(exc), code=exc.code)  # the log says why too

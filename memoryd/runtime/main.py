@@ -35,7 +35,7 @@ from memoryd.core.paths import runtime_dir_problem
 from memoryd.errors import ConfigError, StorageError, only_error
 from memoryd.providers.factory import make_provider
 from memoryd.runtime.adapters import notify
-from memoryd.runtime.adapters.logging import configure_logging
+from memoryd.runtime.adapters.logging import configure_logging, reopen_log
 from memoryd.runtime.adapters.server import SocketServer
 from memoryd.runtime.adapters.watcher import watch_memory
 from memoryd.runtime.rpc.agents import register_agent_methods
@@ -79,9 +79,11 @@ class Daemon:
         watch: WatchFn = watch_memory,
         actor_factory: ActorFactory | None = None,
         backoff: tuple[float, float] = (BACKOFF_START, BACKOFF_MAX),
+        log_file: Path | None = None,
     ) -> None:
         """``watch``, ``actor_factory`` and ``backoff`` are seams for tests (see Supervisor)."""
         self.loaded = loaded
+        self.log_file = log_file  # the detached daemon's log: reopened on SIGHUP
         self.started_with = loaded  # what the settings a reload cannot apply came from
         self.restart_pending: list[str] = []
         self.config: Config = loaded.config
@@ -244,7 +246,12 @@ class Daemon:
                     self.stop()
 
     async def reload(self) -> None:
-        """Reload the configuration file and environment (SIGHUP)."""
+        """Reload the configuration file and environment (SIGHUP); reopen the log file."""
+        if self.log_file is not None:
+            try:
+                reopen_log(self.log_file)
+            except OSError as exc:
+                log.error("log.reopen_failed", path=str(self.log_file), error=str(exc))
         try:
             loaded = await anyio.to_thread.run_sync(
                 lambda: configfile.load(self.config_path, self.flags)
@@ -293,14 +300,16 @@ def serve(
     flags: Mapping[str, Any] | None = None,
     *,
     on_ready: Callable[[], None] | None = None,
+    log_file: Path | None = None,
 ) -> None:
     """Load the config and run the daemon until it is stopped (the `memoryd serve` command).
+    ``log_file``: where the detached daemon's stdout and stderr go (reopened on SIGHUP).
 
     Raises :class:`MemorydError` (already running, bad config …) for the CLI to report.
     """
     loaded = configfile.load(config_path, flags)
     loop = loop_name()
-    daemon = Daemon(loaded, config_path=config_path, flags=flags, loop=loop)
+    daemon = Daemon(loaded, config_path=config_path, flags=flags, loop=loop, log_file=log_file)
     backend_options = {"use_uvloop": True} if loop == "uvloop" else {}
     try:
         anyio.run(

@@ -186,10 +186,11 @@ def test_a_second_sigint_forces_the_exit(home: Path, processes: Processes) -> No
     assert "daemon.forced_stop" in [e["event"] for e in daemon.events()]
 
 
-def test_logs_are_json_lines_with_one_search_event_per_search(
+def test_logs_are_json_lines_with_one_search_event_per_search_at_debug(
     home: Path, processes: Processes
 ) -> None:
     ws = project(home, "app")
+    write_config(home, '[daemon]\nlog_level = "debug"\n')
     daemon = processes().start()
     daemon.call("memory.remember", workspace=str(ws), text="logs tell ops what happened")
     queries = ["logs", "ops happened", "nothing matches this"]
@@ -209,8 +210,43 @@ def test_logs_are_json_lines_with_one_search_event_per_search(
         assert isinstance(event["took_ms"], float) and event["took_ms"] >= 0
         assert event["mode"] == "fts_only"
         assert isinstance(event["results"], int)
-        assert event["level"] == "info" and "timestamp" in event
+        assert event["level"] == "debug" and "timestamp" in event
     assert [e["results"] for e in searches] == [1, 1, 0]
+
+
+def test_at_info_searches_are_summed_up_not_logged_one_by_one(
+    home: Path, processes: Processes
+) -> None:
+    ws = project(home, "app")
+    daemon = processes().start()
+    daemon.call("memory.remember", workspace=str(ws), text="summaries tell ops enough")
+    for query in ("summaries", "ops", "nothing matches this"):
+        search(daemon, ws, query)
+    daemon.send(signal.SIGTERM)
+    daemon.wait(STOP_WITHIN)
+    events = daemon.events()
+    assert [e for e in events if e["event"] == "search"] == []
+    (summary,) = [e for e in events if e["event"] == "search.summary"]  # at the actor's stop
+    assert summary["level"] == "info"
+    assert (summary["searches"], summary["empty"], summary["modes"]) == (3, 1, {"fts_only": 3})
+    assert summary["took_ms_max"] >= summary["took_ms_p50"] >= 0
+
+
+def test_under_systemd_log_lines_carry_syslog_priorities(home: Path, processes: Processes) -> None:
+    import os
+
+    daemon = processes()
+    daemon.stderr_path.touch()
+    st = os.stat(daemon.stderr_path)  # the daemon's stderr is this file: as journald's socket
+    daemon.env = {"JOURNAL_STREAM": f"{st.st_dev}:{st.st_ino}"}
+    daemon.start()
+    daemon.call("memory.search", workspace=str(project(home, "app")), query="x")
+    daemon.send(signal.SIGTERM)
+    daemon.wait(STOP_WITHIN)
+    lines = [line for line in daemon.stderr().splitlines() if line.strip()]
+    assert lines and all(line.startswith(("<6>{", "<4>{", "<3>{", "<7>{")) for line in lines)
+    started = next(json.loads(line[3:]) for line in lines if '"daemon.started"' in line)
+    assert started["level"] == "info"
 
 
 def test_serve_runs_on_uvloop(home: Path, processes: Processes) -> None:

@@ -183,3 +183,38 @@ def test_bad_settings_name_the_config_key(level: str, fmt: str, key: str) -> Non
     with pytest.raises(ConfigError) as caught:
         configure_logging(level, fmt, io.StringIO())
     assert caught.value.key == key
+
+
+def test_under_journald_each_line_carries_its_syslog_priority(tmp_path: Any) -> None:
+    import os
+
+    path = tmp_path / "journal-stream"
+    with open(path, "w", encoding="utf-8") as stream:
+        st = os.fstat(stream.fileno())
+        configure_logging(
+            "debug", "json", stream, env={"JOURNAL_STREAM": f"{st.st_dev}:{st.st_ino}"}
+        )
+        log = structlog.get_logger("memoryd.test")
+        log.debug("d")
+        log.info("i")
+        log.warning("w")
+        log.error("e")
+        logging.getLogger("httpx").warning("a library's record")
+        stream.flush()
+        lines = path.read_text().splitlines()
+        assert [line[:3] for line in lines] == ["<7>", "<6>", "<4>", "<3>", "<4>"]
+        assert [json.loads(line[3:])["event"] for line in lines][:4] == ["d", "i", "w", "e"]
+
+        other = tmp_path / "not-the-journal"  # JOURNAL_STREAM names another file: no prefix
+        with open(other, "w", encoding="utf-8") as elsewhere:
+            configure_logging(
+                "info", "json", elsewhere, env={"JOURNAL_STREAM": f"{st.st_dev}:{st.st_ino}"}
+            )
+            structlog.get_logger("memoryd.test").info("plain")
+        assert other.read_text().startswith("{")
+
+
+def test_syslog_priorities_of_the_levels() -> None:
+    from memoryd.runtime.adapters.logging import syslog_priority
+
+    assert [syslog_priority(level) for level in (10, 20, 30, 40, 50)] == [7, 6, 4, 3, 2]

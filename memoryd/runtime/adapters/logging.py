@@ -16,6 +16,12 @@ use stdlib ``logging`` come out in the same format, filtered at the same level. 
 libraries (``watchfiles`` logs every change batch, ``httpx`` every request at INFO) are held
 at WARNING unless the level is ``debug``.
 
+Under systemd (``$JOURNAL_STREAM`` names the very stream memoryd logs to), each line starts
+with its syslog priority (``<7>`` debug, ``<6>`` info, ``<4>`` warning, ``<3>`` error), which
+journald strips and records, so ``journalctl -p warning`` filters. The detached daemon logs
+to a file; :func:`reopen_log` (on SIGHUP) reopens it by name, so a rotated log (logrotate's
+default ``create`` mode) is followed.
+
 Calling it again (SIGHUP reload) replaces the handler it installed before, never stacks a
 second one; other handlers on the root logger (pytest's, say) are left alone. Loggers are not
 cached, so a logger bound before a reload follows the new configuration, and
@@ -25,7 +31,10 @@ cached, so a logger bound before a reload follows the new configuration, and
 from __future__ import annotations
 
 import logging
+import os
 import sys
+from collections.abc import Mapping
+from pathlib import Path
 from typing import TextIO
 
 import structlog
@@ -69,13 +78,60 @@ class _MemorydHandler(logging.StreamHandler[TextIO]):
     """The root handler :func:`configure_logging` owns (its type marks it for replacement)."""
 
 
-def configure_logging(level: str, fmt: str, stream: TextIO | None = None) -> None:
+#: syslog priorities (RFC 5424 severities) of the stdlib levels.
+SYSLOG_PRIORITIES = ((logging.ERROR, 3), (logging.WARNING, 4), (logging.INFO, 6))
+
+
+def syslog_priority(levelno: int) -> int:
+    """The syslog priority of a stdlib level: critical 2, error 3, warning 4, info 6, debug 7."""
+    if levelno >= logging.CRITICAL:
+        return 2
+    return next((prio for floor, prio in SYSLOG_PRIORITIES if levelno >= floor), 7)
+
+
+class _PriorityFormatter(structlog.stdlib.ProcessorFormatter):
+    """Prefix each line with ``<priority>`` for journald."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return f"<{syslog_priority(record.levelno)}>{super().format(record)}"
+
+
+def under_journald(stream: TextIO, env: Mapping[str, str] | None = None) -> bool:
+    """Whether ``stream`` is the journal stream systemd gave us (``JOURNAL_STREAM=dev:ino``)."""
+    value = (os.environ if env is None else env).get("JOURNAL_STREAM", "")
+    try:
+        device, inode = (int(part) for part in value.split(":"))
+        st = os.fstat(stream.fileno())
+    except (ValueError, OSError, AttributeError):
+        return False
+    return (st.st_dev, st.st_ino) == (device, inode)
+
+
+def reopen_log(path: Path) -> None:
+    """Point stdout and stderr at ``path`` again (created ``0600`` if it was moved away)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    try:
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+    finally:
+        os.close(fd)
+
+
+def configure_logging(
+    level: str, fmt: str, stream: TextIO | None = None, env: Mapping[str, str] | None = None
+) -> None:
     """Configure structlog and stdlib logging for the daemon; safe to call again on reload.
 
     Args:
         level: ``debug``, ``info``, ``warning`` or ``error`` (``daemon.log_level``).
         fmt: ``auto``, ``json`` or ``console`` (``daemon.log_format``).
         stream: where log lines go; ``sys.stderr`` (looked up at call time) by default.
+        env: the environment (``JOURNAL_STREAM``); ``os.environ`` by default.
 
     Raises:
         ConfigError: an unknown level or format, naming the config key.
@@ -101,8 +157,11 @@ def configure_logging(level: str, fmt: str, stream: TextIO | None = None) -> Non
         else [structlog.dev.ConsoleRenderer(colors=is_tty)]
     )
     handler = _MemorydHandler(out)
+    formatter = (
+        _PriorityFormatter if under_journald(out, env) else structlog.stdlib.ProcessorFormatter
+    )
     handler.setFormatter(
-        structlog.stdlib.ProcessorFormatter(
+        formatter(
             foreign_pre_chain=[*_SHARED, structlog.stdlib.ExtraAdder()],
             processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *renderer],
         )

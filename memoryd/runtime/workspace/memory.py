@@ -26,6 +26,7 @@ from memoryd.core.config import SOURCES, Config
 from memoryd.core.keywords import build_match_query
 from memoryd.core.notes import format_note, numbered_lines
 from memoryd.core.ranking import Candidate, RankParams, cosine_from_l2, rank
+from memoryd.core.searchlog import SearchTally
 from memoryd.core.secrets import Scrubbed
 from memoryd.core.templates import global_template, workspace_template
 from memoryd.errors import InvalidParams, NotFound, StorageError, describe_error
@@ -90,6 +91,7 @@ class WorkspaceMemory:
         self._vec_db = anyio.CapacityLimiter(1)
         self._scanner: ThreadPoolExecutor | None = None  # scans the in-memory vector copy
         self.log = log.bind(workspace=workspace.key.dirname)
+        self._searches = SearchTally()  # one `search.summary` at info every few minutes
 
     # ------------------------------------------------------------------ plumbing
 
@@ -152,6 +154,9 @@ class WorkspaceMemory:
             self.log.info("embedding.vectors_in_memory", vectors=held, secs=secs)
 
     async def close(self) -> None:
+        summary = self._searches.flush(time.monotonic())
+        if summary is not None:
+            self.log.info("search.summary", **summary)
         await self._run(self.index.close)
         await anyio.to_thread.run_sync(self._vectors.close, limiter=self._vec_db)
         if self._scanner is not None:
@@ -291,7 +296,7 @@ class WorkspaceMemory:
         if count_access:
             self._accesses.extend(h.chunk_id for h in hits)  # recorded by the next phase
         took_ms = round((time.perf_counter() - started) * 1000, 3)
-        self.log.info(
+        self.log.debug(
             "search",
             took_ms=took_ms,
             mode=mode,
@@ -299,6 +304,9 @@ class WorkspaceMemory:
             candidates=len(candidates),
             synced_paths=report.synced,
         )
+        summary = self._searches.add(time.monotonic(), took_ms, mode, len(hits))
+        if summary is not None:
+            self.log.info("search.summary", **summary)
         return SearchResponse(hits, mode, report.synced, generation, took_ms, warning)
 
     async def _read_candidates(
