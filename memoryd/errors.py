@@ -17,6 +17,8 @@ exits.
     │   └── EmbeddingError            embedding_error
     ├── LockHeld                      lock_held
     ├── Busy                          busy
+    ├── SessionConflict               session_conflict
+    ├── MemoryChanged                 memory_changed
     ├── StorageError                  storage_error
     │   ├── IndexCorrupt              index_corrupt
     │   └── ReadOnly                  read_only
@@ -124,6 +126,18 @@ class Busy(MemorydError):
     """The operation is already running (e.g. a flush of the same session)."""
 
     code = "busy"
+
+
+class SessionConflict(MemorydError):
+    """A session id is already open in another workspace (session ids are global)."""
+
+    code = "session_conflict"
+
+
+class MemoryChanged(MemorydError):
+    """``MEMORY.md`` changed since the dream being undone wrote it (undo without force)."""
+
+    code = "memory_changed"
 
 
 class StorageError(MemorydError):

@@ -122,23 +122,23 @@ def test_dream_then_undo_restores_and_lists_the_consumed_logs(
     assert code == 0, err
     assert out.startswith("dream: written\n")
     assert f"consumed: {logs[0].name}, {logs[1].name}" in out
-    assert re.search(r"previous MEMORY\.md saved as MEMORY\.\d{8}T\d{6}\.\d{6}Z\.md", out)
+    assert re.search(r"previous MEMORY\.md saved as \.history/MEMORY\.\d{8}T\d{6}\.\d{6}Z\.md", out)
+    assert re.search(r"archived logs are in \.history/sessions/[0-9a-f]+/", out), out
     dreamt = ws.memory_file.read_text(encoding="utf-8")
     assert "## Fact 1" in dreamt and "## Fact 2" in dreamt and "## Build" in dreamt
     assert not any(p.exists() for p in logs)
 
     code, out, err = cli(capsys, "dream", "--undo", "-w", str(ws_path))
     assert code == 0, err
-    assert re.match(r"restored MEMORY\.md from MEMORY\.\S+\.md\n", out), out
-    assert "that dream had consumed (and deleted) these session logs:" in out
-    assert f"  {logs[0].name}\n  {logs[1].name}\n" in out
+    assert re.match(r"restored MEMORY\.md from \.history/MEMORY\.\S+\.md \(before the dream", out)
+    assert "consumed (and deleted)" not in out
+    assert f"2 session log(s) back in sessions/:\n  {logs[0].name}\n  {logs[1].name}\n" in out
+    assert re.search(r"the replaced file was saved as \.history/MEMORY\.\S+\.md\n", out), out
     assert ws.memory_file.read_text(encoding="utf-8") == ORIGINAL
+    assert all(p.exists() for p in logs)  # the logs came back, whole
 
     code, out, err = cli(capsys, "dream", "--undo", "-w", str(ws_path))
     assert code == 1 and "no dream to undo" in err
-
-    code, out, err = cli(capsys, "dream", "-w", str(ws_path))
-    assert code == 0 and out == "dream: skipped (nothing_to_do)\n"
 
 
 def test_status_shows_open_sessions_and_the_dream_gates_and_lock(

@@ -56,9 +56,16 @@ def _dream_command(subcommands: Subcommands) -> None:
     )
     add_common(parser)
     what = parser.add_mutually_exclusive_group()
-    what.add_argument("--force", action="store_true", help="run even when dream.enabled is false")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="run even when dream.enabled is false; with --undo, undo even though MEMORY.md "
+        "changed since that dream (the current file is saved in .history/ first)",
+    )
     what.add_argument(
-        "--undo", action="store_true", help="restore the MEMORY.md the last dream replaced"
+        "--undo",
+        action="store_true",
+        help="restore the MEMORY.md the last dream replaced and the session logs it archived",
     )
     what.add_argument(
         "--status", action="store_true", help="show the gates, the lock and the last consolidation"
@@ -71,7 +78,7 @@ def _dream(args: argparse.Namespace) -> int:
     workspace = workspace_of(args)
     with client_for(args, timeout=None) as client:
         if args.undo:
-            result = client.call("dream.undo", workspace=workspace)
+            result = client.call("dream.undo", workspace=workspace, force=args.force)
         elif args.status:
             result = client.call("dream.status", workspace=workspace)
         else:
@@ -79,12 +86,7 @@ def _dream(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result)
     elif args.undo:
-        print(f"restored {result['path']} from {result['restored']}")
-        consumed = result.get("consumed") or []
-        if consumed:
-            print("that dream had consumed (and deleted) these session logs:")
-            for name in consumed:
-                print(f"  {name}")
+        _print_undo(result)
     elif args.status:
         print(render_dream_status(result))
     else:
@@ -102,14 +104,37 @@ def dream_ran(result: dict[str, Any]) -> bool:
     return outcome in DREAM_DONE or (outcome, result.get("reason")) == ("skipped", "nothing_to_do")
 
 
+def _print_undo(result: dict[str, Any]) -> None:
+    when = result.get("dream_time")
+    if result.get("removed"):
+        print(f"removed {result['path']}: the dream of {when} had created it")
+    else:
+        backup = result["restored"]
+        print(f"restored {result['path']} from .history/{backup} (before the dream of {when})")
+    logs = result.get("logs_restored") or []
+    if logs:
+        print(f"{len(logs)} session log(s) back in sessions/:")
+        for name in logs:
+            print(f"  {name}")
+    else:
+        print("no session logs came back (that dream archived none)")
+    if result.get("saved_current"):
+        kind = "the changed file" if result.get("forced") else "the replaced file"
+        print(f"{kind} was saved as .history/{result['saved_current']}")
+
+
 def _print_run(result: dict[str, Any]) -> None:
     outcome, reason = result.get("outcome"), result.get("reason")
     print(f"dream: {outcome}" + (f" ({reason})" if reason else ""))
-    for key in ("consumed", "deleted", "kept", "waiting"):
+    for key in ("consumed", "archived", "kept", "waiting", "truncated"):
         values = result.get(key) or []
         if values:
             print(f"  {key}: {', '.join(str(v).rsplit('/', 1)[-1] for v in values)}")
+    if result.get("archived"):
+        print(f"  archived logs are in {result['archive']} (dream --undo brings them back)")
     if result.get("backup"):
-        print(f"  previous MEMORY.md saved as {result['backup']}")
+        print(f"  previous MEMORY.md saved as .history/{result['backup']}")
+    if result.get("detail"):
+        print(f"  {result['detail']}")
     if result.get("error"):
         print(f"  error: {result['error']}", file=sys.stderr)

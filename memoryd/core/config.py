@@ -203,6 +203,7 @@ class FlushConfig:
     max_write_chars: int = _int(8000, low=1)
     dedupe_threshold: float = _num(0.92, high=1.0)
     max_tool_chars: int = _int(200, low=20)
+    session_idle_close_secs: float = _num(86400.0)
 
 
 @dataclass(frozen=True)
@@ -215,8 +216,10 @@ class DreamConfig:
     check_interval_secs: float = _num(0.0)
     stale_lock_secs: float = _num(3600.0, above=True)
     max_input_chars: int = _int(32000, low=1)
+    max_write_chars: int = _int(32000, low=1)
     max_loss_fraction: float = _num(0.5, high=1.0)
     keep_history: int = _int(10, low=1)
+    keep_logs_days: float = _num(30.0)
 
 
 @dataclass(frozen=True)

@@ -6,18 +6,24 @@ Everything the dream runtime decides without touching a file, the clock or a mod
 - :func:`assemble_input` — the existing ``MEMORY.md`` then session logs, oldest first, each
   under ``--- Session: <name> ---``, up to ``dream.max_input_chars``;
 - :func:`dream_prompt` — the system prompt of the one model call;
-- :func:`check_answer` — empty, ``NO_REPLY`` or heading-less answers store nothing;
+- :func:`check_answer` — empty, ``NO_REPLY`` or heading-less answers store nothing (control
+  characters stripped first, :func:`memoryd.core.flushing.strip_control`);
 - :func:`check_loss` — refuse an answer that drops most of the existing ``##`` sections;
+- :func:`adds_log_text` — refuse an answer that takes nothing from the session logs;
+- :func:`effective_mtime` — a log's mtime for the gates and the cleanup, never in the future;
+- :func:`consumed_hashes` — the content hashes of logs consumed by dreams not undone;
 - :func:`with_footer` — the new ``MEMORY.md`` with its ``<!-- dream … -->`` footer;
 - :func:`last_undoable` — which journalled dream an undo reverts.
 
-**Counterpart rule** (the loss check). An existing ``##`` section is kept by the answer when
-(1) the answer has a heading (any level) with the same normalised text (NFKC, lowercase,
-punctuation and emphasis dropped, spaces collapsed), or (2) at least
-:data:`SECTION_OVERLAP` (50 %) of the section's content tokens (heading and body) occur in a
-single section of the answer — a merge of several old sections into one new topic keeps them
-all — or (3) at least :data:`DOCUMENT_OVERLAP` (80 %) of them occur somewhere in the answer —
-a section split over several new ones. Content tokens are distinct lowercase words of three
+**Counterpart rule** (the loss check compares section *content*, not titles only). An
+existing ``##`` section's tokens are the content tokens of its body (of its heading when the
+body has none). It is kept by the answer when (1) a section of the answer with the same
+normalised heading (NFKC, lowercase, punctuation and emphasis dropped, spaces collapsed)
+holds at least :data:`HEADING_OVERLAP` (25 %) of them — a heading kept with its body emptied
+is *not* kept — or (2) at least :data:`SECTION_OVERLAP` (50 %) of them occur in a single
+section of the answer — a merge of several old sections into one new topic keeps them all —
+or (3) at least :data:`DOCUMENT_OVERLAP` (80 %) of them occur somewhere in the answer — a
+section split over several new ones. Content tokens are distinct lowercase words of three
 or more characters that are not common English stop words, plus character bigrams of CJK
 runs. A section with no content token loses nothing and always counts as kept.
 """
@@ -32,22 +38,26 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from memoryd.core.flushing import has_heading, is_no_reply
+from memoryd.core.flushing import has_heading, is_no_reply, strip_control
 from memoryd.core.markdown import sections, unwrap_fence
+from memoryd.core.notes import DREAM_FOOTER
 from memoryd.core.templates import is_scaffold
 from memoryd.core.text import WORD, words_and_bigrams
-from memoryd.core.workspace import session_id_prefix
+from memoryd.core.workspace import is_log_of_session
 
 GateName = Literal["disabled", "subagent", "too_soon", "too_few_sessions", "open"]
 AnswerOutcome = Literal["ok", "empty", "no_reply", "no_heading"]
 
+#: Fraction of an old section's tokens a new section with the same heading must hold.
+HEADING_OVERLAP = 0.25
 #: Fraction of an old section's tokens one new section must hold to be its counterpart.
 SECTION_OVERLAP = 0.5
 #: Fraction of an old section's tokens the whole answer must hold to be its counterpart.
 DOCUMENT_OVERLAP = 0.8
 
 MEMORY_SEPARATOR = "--- MEMORY.md ---"
-_FOOTER_RE = re.compile(r"^[ \t]*<!-- dream [^\n]*?-->[ \t]*\n?", re.MULTILINE)
+_LOG_SEPARATOR = re.compile(r"^--- Session: .* ---$")
+_FOOTER_RE = DREAM_FOOTER
 _STOP_WORDS = frozenset(
     (
         "the and for are but not you all any can had has her was one our out use with this that "
@@ -120,10 +130,20 @@ def is_session_log(name: str) -> bool:
 
 
 def belongs_to_session(name: str, session_id: str) -> bool:
-    """True when the log ``name`` was written by the session ``session_id`` (by its sid8)."""
+    """True when the log ``name`` may have been written by the session ``session_id`` (its
+    sid8, with or without the suffix that tells sessions sharing a sid8 apart)."""
     if not session_id:
         return False
-    return name.endswith(f"-{session_id_prefix(session_id)}.md")
+    return is_log_of_session(name, session_id)
+
+
+def effective_mtime(mtime: float, ctime: float, now: float) -> float:
+    """A log's modification time as the gates and the cleanup use it: ``mtime``, but never
+    in the future — a future ``mtime`` is replaced by the file's status-change time (when
+    the date was set), itself clamped to ``now``. So a log dated in the future counts once."""
+    if mtime <= now:
+        return mtime
+    return min(ctime, now)
 
 
 def count_sessions(
@@ -203,11 +223,23 @@ class DreamInput:
     waiting: tuple[str, ...]
     """Names of the logs that did not fit; they wait for the next run."""
     memory_included: bool
+    memory_chars: int = 0
+    """Characters of ``MEMORY.md`` in the input (its block, footer dropped)."""
+    memory_too_large: bool = False
+    """``MEMORY.md`` alone leaves no room for a log within ``max_chars``: nothing is sent."""
+    truncated: tuple[str, ...] = ()
+    """Logs sent cut at ``max_chars`` (their whole text is archived by the dream)."""
 
     @property
     def empty(self) -> bool:
         """Nothing to consolidate: no session log with any text was taken."""
         return not self.consumed
+
+    @property
+    def log_text(self) -> str:
+        """The logs' text as sent (``MEMORY.md`` and the separator lines left out)."""
+        lines = self.text[self.memory_chars :].split("\n")
+        return "\n".join(line for line in lines if not _LOG_SEPARATOR.match(line))
 
 
 def strip_footer(text: str) -> str:
@@ -224,8 +256,10 @@ def assemble_input(
     dropped. Logs are taken in order under ``--- Session: <name> ---`` while the whole text
     stays within ``max_chars``; the first log that does not fit stops the taking (order is
     kept, so a newer log is never consolidated before an older one). Blank logs are
-    consumed silently. To guarantee progress the oldest log with text is always taken, even
-    when it alone exceeds the budget — otherwise one big log would block dreams forever.
+    consumed silently. The whole text never exceeds ``max_chars``: to guarantee progress the
+    oldest log with text is always taken, cut at a line boundary when it alone does not fit
+    (listed in ``truncated``; the dream archives its whole text). When ``MEMORY.md`` leaves
+    no room for :data:`MIN_LOG_CHARS` of a log, nothing is sent (``memory_too_large``).
     """
     parts: list[str] = []
     memory = strip_footer(memory_text or "").strip()
@@ -233,7 +267,11 @@ def assemble_input(
     if included:
         parts.append(f"{MEMORY_SEPARATOR}\n{memory}\n")
     length = sum(len(p) for p in parts)
+    names = tuple(log.name for log in logs)
+    if included and length + 1 + MIN_LOG_CHARS > max_chars:
+        return DreamInput("", (), names, included, length, memory_too_large=True)
     consumed: list[str] = []
+    truncated: list[str] = []
     taken_text = False
     stop = len(logs)
     for i, log in enumerate(logs):
@@ -241,19 +279,40 @@ def assemble_input(
         if not body:
             consumed.append(log.name)
             continue
-        block = f"--- Session: {log.name} ---\n{body}\n"
-        grown = length + (1 if parts else 0) + len(block)
-        if taken_text and grown > max_chars:
-            stop = i
-            break
-        parts.append(block)
+        head = f"--- Session: {log.name} ---\n"
+        grown = length + (1 if parts else 0) + len(head) + len(body) + 1
+        if grown > max_chars:
+            if taken_text:
+                stop = i
+                break
+            room = max_chars - (length + (1 if parts else 0) + len(head) + 1)
+            body = _cut_lines(body, max(room, 1))
+            truncated.append(log.name)
+            grown = length + (1 if parts else 0) + len(head) + len(body) + 1
+        parts.append(f"{head}{body}\n")
         length = grown
         consumed.append(log.name)
         taken_text = True
     waiting = tuple(log.name for log in logs[stop:])
+    memory_chars = len(parts[0]) if included else 0
     if not taken_text:
-        return DreamInput("", (), tuple(log.name for log in logs), included)
-    return DreamInput("\n".join(parts), tuple(consumed), waiting, included)
+        return DreamInput("", (), names, included, memory_chars)
+    return DreamInput(
+        "\n".join(parts), tuple(consumed), waiting, included, memory_chars, False, tuple(truncated)
+    )
+
+
+#: The least room for a log's text a dream input must have besides ``MEMORY.md``.
+MIN_LOG_CHARS = 200
+
+
+def _cut_lines(text: str, max_chars: int) -> str:
+    """``text`` cut to at most ``max_chars``, at a line boundary when there is one."""
+    if len(text) <= max_chars:
+        return text
+    cut = text[:max_chars]
+    newline = cut.rfind("\n")
+    return cut[:newline] if newline > max_chars // 2 else cut
 
 
 # ---------------------------------------------------------------------------- prompt
@@ -302,11 +361,12 @@ def check_answer(answer: str) -> AnswerCheck:
 
     Empty → ``empty``; ``NO_REPLY`` in any spelling → ``no_reply``; no ``# `` or ``## ``
     heading line outside code fences → ``no_heading`` (the flush rules of
-    :mod:`memoryd.core.flushing`, so both steps judge answers alike). Otherwise ``ok`` with
-    the text trimmed, one code fence around the whole answer removed and any dream footer
-    the model echoed dropped.
+    :mod:`memoryd.core.flushing`, so both steps judge answers alike). Control characters
+    other than tab and newline are stripped first. Otherwise ``ok`` with the text trimmed,
+    one code fence around the whole answer removed and any dream footer the model echoed
+    dropped.
     """
-    text = answer.replace("\r\n", "\n").strip()
+    text = strip_control(answer).strip()
     if not text:
         return AnswerCheck("empty")
     if is_no_reply(text):
@@ -389,15 +449,14 @@ class LossReport:
 
 
 def _has_counterpart(old: Section, new: Sequence[Section], new_doc: frozenset[str]) -> bool:
-    wanted = normalize_heading(old.heading)
-    if wanted and any(normalize_heading(s.heading) == wanted for s in new if s.level):
-        return True
-    tokens = content_tokens(f"{old.heading}\n{old.body}")
+    tokens = content_tokens(old.body) or content_tokens(old.heading)
     if not tokens:
         return True
+    wanted = normalize_heading(old.heading)
     for section in new:
         shared = tokens & content_tokens(f"{section.heading}\n{section.body}")
-        if len(shared) >= SECTION_OVERLAP * len(tokens):
+        same = bool(wanted) and section.level > 0 and normalize_heading(section.heading) == wanted
+        if len(shared) >= (HEADING_OVERLAP if same else SECTION_OVERLAP) * len(tokens):
             return True
     return len(tokens & new_doc) >= DOCUMENT_OVERLAP * len(tokens)
 
@@ -412,6 +471,15 @@ def check_loss(old_text: str | None, new_text: str, max_loss_fraction: float) ->
     new_doc = content_tokens(new_text)
     lost = tuple(s.heading for s in old if not _has_counterpart(s, new, new_doc))
     return LossReport(len(old), lost, max_loss_fraction)
+
+
+def adds_log_text(memory_text: str | None, log_texts: Iterable[str], answer: str) -> bool:
+    """Whether ``answer`` takes anything from the session logs: True when the logs hold no
+    content token that ``MEMORY.md`` lacks (nothing new to take), else when the answer has
+    at least one of those new tokens. The old ``MEMORY.md`` sent back unchanged is False."""
+    known = content_tokens(strip_footer(memory_text or ""))
+    new = frozenset().union(*(content_tokens(t) for t in log_texts)) - known
+    return not new or bool(new & content_tokens(answer))
 
 
 # ---------------------------------------------------------------------------- footer
@@ -430,6 +498,23 @@ def with_footer(text: str, consumed: Sequence[str], now: datetime) -> str:
 
 
 # ---------------------------------------------------------------------------- journal
+
+
+def consumed_hashes(entries: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """Content hash → id of the dream that consumed a log with it, over every ``written``
+    dream no ``undone`` entry names (an undo gives its logs back to the next dream)."""
+    items = [dict(e) for e in entries]
+    undone = {e.get("undoes") for e in items if e.get("outcome") == "undone"}
+    out: dict[str, str] = {}
+    for entry in items:
+        if entry.get("outcome") != "written" or entry.get("id") in undone:
+            continue
+        hashes = entry.get("input_hashes")
+        if isinstance(hashes, dict):
+            for value in hashes.values():
+                if isinstance(value, str):
+                    out[value] = str(entry.get("id"))
+    return out
 
 
 def last_undoable(entries: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None:

@@ -6,7 +6,9 @@ Values in, values out; the caller passes ``now`` and does every read and write.
   sent to ``session.append``.
 - :func:`flush_window` picks the messages a flush looks at and :func:`flush_prompt` builds
   the model prompt (a *delta* prompt when an earlier flush of the session stored text).
-- :func:`check_flush_answer` decides what of the model's answer is stored.
+- :func:`check_flush_answer` decides what of the model's answer is stored;
+  :func:`strip_control` (used by it and by the dream's answer check) drops NUL and the other
+  control characters except tab and newline from every model answer before it is written.
 - :func:`pre_compaction_due` and :func:`first_flush_of_compaction` are the
   ``pre_compaction`` trigger.
 - :func:`flush_section` and :func:`session_summary` are the text appended to a session log.
@@ -212,6 +214,15 @@ class FlushVerdict:
     reason: str = ""
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def strip_control(text: str) -> str:
+    """``text`` without control characters other than tab and newline (NUL, escape
+    sequences' ESC, DEL, C1 controls); CRLF and lone CR become newlines first."""
+    return _CONTROL.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
+
+
 def is_no_reply(text: str) -> bool:
     """True for ``NO_REPLY`` in any spelling: case, ``_``/``-``/space/none between the words,
     padding, quotes, markup and trailing punctuation (``"no reply."``, ``**NoReply**``)."""
@@ -257,9 +268,10 @@ def check_flush_answer(text: str, max_chars: int) -> FlushVerdict:
     without headings) → nothing; no ``#``/``##`` heading line → rejected; longer than
     ``max_chars`` → cut at a line boundary (never leaving a code fence open). A whole answer
     wrapped in a ```` ```markdown ```` fence is unwrapped and lines that look like flush
-    marks (``<!-- flush … -->``) are dropped, so an answer cannot forge a mark.
+    marks (``<!-- flush … -->``) are dropped, so an answer cannot forge a mark. Control
+    characters are stripped first (:func:`strip_control`).
     """
-    body = text.replace("\r\n", "\n").strip()
+    body = strip_control(text).strip()
     if not body:
         return FlushVerdict("nothing", reason="empty answer")
     if is_no_reply(body):

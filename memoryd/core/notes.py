@@ -1,7 +1,8 @@
 """Note formatting and line windows over memory text (SPEC §7 "remember", §11) — pure.
 
 - :func:`format_note` turns the text given to ``memory.remember`` into a markdown section;
-- :func:`append_note` appends a section to a file's text, one blank line after what was there;
+- :func:`append_note` appends a section to a file's text, one blank line after what was there
+  and above a trailing dream footer (:data:`DREAM_FOOTER`, which stays the last line);
 - :func:`numbered_lines` cuts the 1-based line window that ``memory.get`` returns.
 
 Lines are separated by ``\\n`` only (as editors and ``grep -n`` count them).
@@ -9,7 +10,12 @@ Lines are separated by ``\\n`` only (as editors and ``grep -n`` count them).
 
 from __future__ import annotations
 
+import re
+
 from memoryd.errors import InvalidParams
+
+#: A dream's footer comment line (``<!-- dream <UTC time> consumed: … -->``), SPEC §8.4.
+DREAM_FOOTER = re.compile(r"^[ \t]*<!-- dream [^\n]*?-->[ \t]*\n?", re.MULTILINE)
 
 #: A first line longer than this is not used as a heading.
 MAX_HEADING_CHARS = 80
@@ -42,9 +48,14 @@ def append_note(existing: str, note: str) -> str:
     Trailing blank lines of ``existing`` and leading/trailing blank lines of ``note`` are
     dropped so that the separation is always exactly one blank line. Nothing else of
     ``existing`` changes. An empty (or blank) ``existing`` gives just the note; a blank
-    ``note`` adds nothing.
+    ``note`` adds nothing. When the last non-blank line of ``existing`` is a dream footer,
+    the note goes above it and the footer stays last.
     """
     body = _drop_trailing_blank_lines(existing)
+    last = body.rfind("\n") + 1
+    if body and DREAM_FOOTER.fullmatch(body[last:]) and _drop_leading_blank_lines(note).strip():
+        above = append_note(body[:last], note)
+        return f"{above}\n{body[last:]}\n"
     section = _drop_trailing_blank_lines(_drop_leading_blank_lines(note))
     if not section:
         return f"{body}\n" if body else ""

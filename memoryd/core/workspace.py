@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime
 import re
+from collections.abc import Container
 from dataclasses import dataclass
 from typing import Literal
 
@@ -158,16 +159,51 @@ def session_id_prefix(session_id: str) -> str:
     return sid8
 
 
-def session_log_name(date: datetime.date, first_user_message: str | None, session_id: str) -> str:
+def session_log_name(
+    date: datetime.date,
+    first_user_message: str | None,
+    session_id: str,
+    taken: Container[str] = (),
+) -> str:
     """``YYYY-MM-DD-<slug>-<sid8>.md``: the file name of a session's log for ``date`` (UTC).
 
     The slug is slugify(first real user message, 30), or ``session`` when there is none or
-    it has nothing sluggable. The message is scrubbed already (SPEC §18); its redaction
-    marks are left out of the slug.
+    it has nothing sluggable. Each session has its own log: when that name is in ``taken``
+    (a file that exists, or a name another open session claimed — two ids sharing their
+    first 8 characters), the name gets the session's own suffix, ``-<sid8>-<h6>.md`` with
+    ``h6`` from blake3 of the whole id, then ``-2``, ``-3`` … until it is free. The message
+    is scrubbed already (SPEC §18); its redaction marks are left out of the slug.
     """
     text = REDACTION.sub(" ", first_user_message or "")
     slug = slugify(text, SESSION_SLUG_MAX, empty="session")
-    return f"{date.isoformat()}-{slug}-{session_id_prefix(session_id)}.md"
+    base = f"{date.isoformat()}-{slug}-{session_id_prefix(session_id)}"
+    name = f"{base}.md"
+    if name not in taken:
+        return name
+    own = f"{base}-{_session_suffix(session_id)}"
+    name, n = f"{own}.md", 1
+    while name in taken:
+        n += 1
+        name = f"{own}-{n}.md"
+    return name
+
+
+def _session_suffix(session_id: str) -> str:
+    return blake3(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:6]
+
+
+def is_log_of_session(name: str, session_id: str) -> bool:
+    """True when the log ``name`` may be the session ``session_id``'s (``-<sid8>.md``, or
+    its own suffixed name from :func:`session_log_name`)."""
+    sid8 = session_id_prefix(session_id)
+    if name.endswith(f"-{sid8}.md"):
+        return True
+    own = f"-{sid8}-{_session_suffix(session_id)}"
+    stem = name[:-3] if name.endswith(".md") else name
+    if stem.endswith(own):
+        return True
+    head, _, tail = stem.rpartition("-")
+    return tail.isdigit() and head.endswith(own)
 
 
 def session_date_from_name(name: str) -> datetime.date | None:

@@ -1,14 +1,21 @@
-"""A workspace's ``.history/``: earlier ``MEMORY.md`` versions and the dream journal (SPEC §8.4).
+"""A workspace's ``.history/``: earlier ``MEMORY.md`` versions, archived session logs and the
+dream journal (SPEC §8.4).
 
 - Backups: ``MEMORY.<UTC stamp>.md``, one per dream (and per undo), written atomically;
   :func:`prune_backups` keeps the newest ``dream.keep_history``.
+- Archived logs: ``sessions/<dream id>/<log name>``, the session logs a dream consumed, moved
+  (renamed) out of ``sessions/`` — never deleted by a dream, never indexed (the index reads
+  only ``sessions/*.md``). :func:`prune_archives` drops a dream's archive once it is older
+  than ``dream.keep_logs_days`` *and* not among the newest ``dream.keep_history`` dreams.
 - The journal ``dreams.jsonl``: one JSON object per line, appended with a single ``write``
   (``O_APPEND``), so a crash leaves at most a torn last line, which :func:`read_journal` skips.
-- :func:`undo_last`: restore the ``MEMORY.md`` the last (not yet undone) dream replaced.
-- The journalled cleanup of consumed session logs: a written dream plans which logs to delete
-  (:func:`plan_clean_up`), journals them with their content hashes, then deletes them
-  (:func:`delete_unchanged`); if it is killed in between, :func:`finish_interrupted_clean_up`
-  completes the deletions later — only while ``MEMORY.md`` is still what that dream wrote.
+- :func:`undo_last`: restore the ``MEMORY.md`` the last (not yet undone) dream replaced and
+  move the logs it archived back into ``sessions/``; refused when ``MEMORY.md`` changed since
+  that dream wrote it, unless forced.
+- The journalled cleanup of consumed session logs: a written dream plans which logs to
+  archive (:func:`plan_clean_up`), journals them with their content hashes, then moves them
+  (:func:`archive_unchanged`); if it is killed in between, :func:`finish_interrupted_clean_up`
+  completes the moves later — only while ``MEMORY.md`` is still what that dream wrote.
 - :func:`commit_guard`: the one real mutex between processes — an exclusive ``flock`` of the
   workspace directory, held only for a dream's or an undo's short file work (never across a
   model call) and released by the kernel if its holder dies.
@@ -21,6 +28,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -30,14 +38,16 @@ from typing import Any
 import structlog
 from blake3 import blake3
 
-from memoryd.core.dreaming import is_session_log, last_undoable
-from memoryd.errors import NotFound, StorageError
+from memoryd.core.dreaming import effective_mtime, is_session_log, last_undoable
+from memoryd.errors import MemoryChanged, NotFound, StorageError
 from memoryd.store.files import atomic_write_bytes, read_bytes
 from memoryd.store.layout import Workspace
 
 log = structlog.get_logger(__name__)
 
 JOURNAL = "dreams.jsonl"
+#: The directory of ``.history/`` that holds archived session logs, one folder per dream.
+ARCHIVE = "sessions"
 #: Journal outcomes whose dream released the lock with the time advanced (a consolidation).
 SETTLED = frozenset({"written", "nothing_to_store", "rejected", "refused"})
 _BACKUP = re.compile(r"\AMEMORY\.\d{8}T\d{6}\.\d{6}Z(?:-\d+)?\.md\Z")
@@ -150,31 +160,118 @@ def commit_guard(directory: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def undo_last(ws: Workspace, keep: int, now: float) -> dict[str, Any]:
-    """Restore the ``MEMORY.md`` the last (not yet undone) dream replaced (SPEC §8.4).
+def archive_dir(history_dir: Path, dream_id: str) -> Path:
+    """Where the logs consumed by the dream ``dream_id`` are archived."""
+    return history_dir / ARCHIVE / dream_id
 
-    The current file is saved into ``.history/`` first, so an undo loses nothing; the undo
-    is journalled. Returns ``{path, restored, consumed, dream_time, saved_current}``:
-    ``consumed`` names the session logs that dream consumed (they are gone). Raises
-    :class:`NotFound` when no dream can be undone.
+
+def archived_logs(history_dir: Path, dream_id: str) -> list[str]:
+    """The names of the logs archived by the dream ``dream_id`` (sorted)."""
+    try:
+        return sorted(
+            n for n in os.listdir(archive_dir(history_dir, dream_id)) if n.endswith(".md")
+        )
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def prune_archives(
+    history_dir: Path, keep: int, keep_days: float, now: float, entries: list[dict[str, Any]]
+) -> list[str]:
+    """Delete the archives of dreams that are both older than ``keep_days`` and not among the
+    newest ``keep`` written dreams (the ones whose ``MEMORY.md`` backups are kept); an
+    archive no journal entry names is judged by its directory's mtime. Returns the ids."""
+    base = history_dir / ARCHIVE
+    try:
+        ids = [e.name for e in os.scandir(base) if e.is_dir(follow_symlinks=False)]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    written = [e for e in entries if e.get("outcome") == "written" and isinstance(e.get("id"), str)]
+    newest = {e["id"] for e in written[-keep:]} if keep > 0 else set()
+    times = {e["id"]: parse_iso(e.get("time")) for e in written}
+    dropped: list[str] = []
+    for dream_id in ids:
+        if dream_id in newest:
+            continue
+        stamp = times.get(dream_id)
+        if stamp is None:
+            try:
+                stamp = (base / dream_id).stat().st_mtime
+            except OSError:
+                continue
+        if now - stamp < keep_days * 86400:
+            continue
+        shutil.rmtree(base / dream_id, ignore_errors=True)
+        dropped.append(dream_id)
+    return dropped
+
+
+def _restore_logs(ws: Workspace, dream_id: str) -> list[str]:
+    """Move the logs archived by ``dream_id`` back into ``sessions/``; their names there. A
+    log whose name is taken again (the session wrote on) comes back as
+    ``<name>-restored-<dream id>.md`` — nothing is overwritten."""
+    source = archive_dir(ws.history_dir, dream_id)
+    names = archived_logs(ws.history_dir, dream_id)
+    if names:
+        ws.sessions_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    back: list[str] = []
+    for name in names:
+        target = ws.sessions_dir / name
+        if target.exists():
+            if read_bytes(target) == read_bytes(source / name):
+                (source / name).unlink()
+                back.append(name)
+                continue
+            target = ws.sessions_dir / f"{name[:-3]}-restored-{dream_id}.md"
+        os.replace(source / name, target)
+        back.append(target.name)
+    try:
+        source.rmdir()
+    except OSError:
+        pass
+    return back
+
+
+def undo_last(ws: Workspace, keep: int, now: float, *, force: bool = False) -> dict[str, Any]:
+    """Undo the last (not yet undone) dream (SPEC §8.4): restore the ``MEMORY.md`` it
+    replaced and move the logs it archived back into ``sessions/``.
+
+    Refused with :class:`MemoryChanged` when ``MEMORY.md`` is no longer what that dream wrote
+    (a note remembered since, an edit) unless ``force``. The current file is saved into
+    ``.history/`` first either way, so an undo loses nothing; the undo is journalled. Returns
+    ``{path, restored, removed, dream_time, saved_current, logs_restored, forced}``:
+    ``restored`` is the backup put back (None: the dream created ``MEMORY.md``, which is
+    ``removed``). Raises :class:`NotFound` when no dream can be undone.
     """
     with commit_guard(ws.dir):
         entry = last_undoable(read_journal(ws.history_dir))
         if entry is None:
             raise NotFound("no dream to undo: the dream journal has no undoable dream")
+        current = read_bytes(ws.memory_file)
+        wrote = entry.get("memory_hash")
+        changed = wrote is not None and digest(current) != wrote
+        if changed and not force:
+            raise MemoryChanged(
+                f"{ws.memory_file.name} changed since the dream of {entry.get('time')} wrote it "
+                "(a note or an edit would be lost); nothing was undone. "
+                "Run the undo with --force to undo anyway (the current file is saved in "
+                ".history/ first)",
+                dream_time=entry.get("time"),
+            )
         backup = entry.get("backup")
         restored: bytes | None = None
         if backup:
             restored = read_bytes(ws.history_dir / backup)
             if restored is None:
                 raise NotFound(f"the backup {backup} of that dream is no longer in .history/")
-        saved = save_backup(ws.history_dir, read_bytes(ws.memory_file), now)
+        saved = save_backup(ws.history_dir, current, now)
         if restored is None:
             ws.memory_file.unlink(missing_ok=True)
         else:
             atomic_write_bytes(ws.memory_file, restored)
+        dream_id = str(entry.get("id"))
+        logs = _restore_logs(ws, dream_id)
         prune_backups(ws.history_dir, keep)
-        consumed = list(entry.get("inputs") or [])
         append_journal(
             ws.history_dir,
             {
@@ -183,16 +280,20 @@ def undo_last(ws: Workspace, keep: int, now: float) -> dict[str, Any]:
                 "undoes": entry.get("id"),
                 "restored": backup,
                 "saved_current": saved,
-                "inputs": consumed,
+                "inputs": list(entry.get("inputs") or []),
+                "logs_restored": logs,
+                "forced": bool(changed),
                 "pid": os.getpid(),
             },
         )
     return {
         "path": ws.memory_file.name,
         "restored": backup,
-        "consumed": consumed,
+        "removed": restored is None,
         "dream_time": entry.get("time"),
         "saved_current": saved,
+        "logs_restored": logs,
+        "forced": bool(changed),
     }
 
 
@@ -200,17 +301,23 @@ def undo_last(ws: Workspace, keep: int, now: float) -> dict[str, Any]:
 
 
 def plan_clean_up(
-    sessions_dir: Path, consumed: Sequence[str], hashes: dict[str, str], recent_after: float
+    sessions_dir: Path,
+    consumed: Sequence[str],
+    hashes: dict[str, str],
+    recent_after: float,
+    now: float,
 ) -> tuple[dict[str, str], tuple[str, ...]]:
-    """Which consumed logs a written dream deletes — those whose content still has the hash
+    """Which consumed logs a written dream archives — those whose content still has the hash
     it had when gathered and that were not modified after ``recent_after`` (a session may
-    still be writing them) — with their hashes; and the names kept."""
+    still be writing them; a future mtime counts as when it was set, never as "recent
+    forever") — with their hashes; and the names kept."""
     doomed: dict[str, str] = {}
     kept: list[str] = []
     for name in consumed:
         path = sessions_dir / name
         try:
-            recent = path.stat().st_mtime > recent_after
+            st = path.stat()
+            recent = effective_mtime(st.st_mtime, st.st_ctime, now) > recent_after
             found = digest(read_bytes(path))
         except FileNotFoundError:
             continue
@@ -225,11 +332,15 @@ def plan_clean_up(
     return doomed, tuple(kept)
 
 
-def delete_unchanged(
-    sessions_dir: Path, doomed: dict[str, str], after_each: Callable[[], None] | None = None
+def archive_unchanged(
+    sessions_dir: Path,
+    target_dir: Path,
+    doomed: dict[str, str],
+    after_each: Callable[[], None] | None = None,
 ) -> tuple[tuple[Path, ...], tuple[str, ...]]:
-    """Delete the logs whose content still has the given hash: ``(deleted, kept names)``.
-    ``after_each`` runs after each deletion (a test seam)."""
+    """Move the logs whose content still has the given hash into ``target_dir`` (a rename:
+    a log is always whole in one of the two places): ``(archived paths as they were, kept
+    names)``. ``after_each`` runs after each move (a test seam)."""
     deleted: list[Path] = []
     kept: list[str] = []
     for name, expected in doomed.items():
@@ -238,11 +349,15 @@ def delete_unchanged(
             if digest(read_bytes(path)) != expected:
                 kept.append(name)  # written to at the last moment: keep it
                 continue
-            path.unlink()
+            target_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            target = target_dir / name
+            if target.exists():  # archived before (a resumed cleanup): keep both
+                target = target_dir / f"{name[:-3]}-{new_entry_id()}.md"
+            os.replace(path, target)
         except FileNotFoundError:
             continue
         except (OSError, StorageError) as exc:
-            log.warning("dream.delete_failed", path=str(path), error=str(exc))
+            log.warning("dream.archive_failed", path=str(path), error=str(exc))
             kept.append(name)
             continue
         deleted.append(path)
@@ -254,12 +369,12 @@ def delete_unchanged(
 def finish_interrupted_clean_up(
     ws: Workspace, after_each: Callable[[], None] | None = None
 ) -> tuple[Path, ...]:
-    """Delete the logs the last journalled dream meant to delete but did not (it was killed
+    """Archive the logs the last journalled dream meant to archive but did not (it was killed
     during its cleanup) — only while ``MEMORY.md`` is still exactly what that dream wrote,
-    and only logs whose content is still what it consumed. Returns the deleted paths."""
+    and only logs whose content is still what it consumed. Returns their old paths."""
     with commit_guard(ws.dir):
         entry = last_undoable(read_journal(ws.history_dir))
-        doomed = entry.get("deleted_hashes") if entry is not None else None
+        doomed = entry.get("archived_hashes") if entry is not None else None
         if entry is None or not isinstance(doomed, dict) or not doomed:
             return ()
         if digest(read_bytes(ws.memory_file)) != entry.get("memory_hash"):
@@ -273,5 +388,6 @@ def finish_interrupted_clean_up(
             and "/" not in name
             and (ws.sessions_dir / name).exists()
         }
-        deleted, _ = delete_unchanged(ws.sessions_dir, safe, after_each)
+        target = archive_dir(ws.history_dir, str(entry.get("id")))
+        deleted, _ = archive_unchanged(ws.sessions_dir, target, safe, after_each)
     return deleted

@@ -12,12 +12,14 @@ from hypothesis import strategies as st
 from memoryd.core.dreaming import (
     MEMORY_SEPARATOR,
     SessionLog,
+    adds_log_text,
     assemble_input,
     check_answer,
     check_gates,
     check_loss,
     content_tokens,
     dream_prompt,
+    effective_mtime,
     footer,
     last_undoable,
     split_sections,
@@ -233,10 +235,22 @@ def test_logs_that_do_not_fit_wait_and_order_is_kept() -> None:
     assert got.waiting == ("big.md", "small.md")
 
 
-def test_the_oldest_log_is_always_taken_so_one_big_log_cannot_block_dreams() -> None:
-    got = assemble_input("## M\n" + "m" * 2000, [SessionLog("big.md", "b" * 5000)], 1000)
+def test_the_oldest_log_is_always_taken_cut_to_the_cap_so_one_big_log_cannot_block_dreams() -> None:
+    lines = "\n".join(f"line {i} " + "b" * 40 for i in range(200))
+    got = assemble_input("## M\n" + "m" * 300, [SessionLog("big.md", lines)], 1000)
     assert got.consumed == ("big.md",)
-    assert "b" * 5000 in got.text
+    assert got.truncated == ("big.md",)
+    assert len(got.text) <= 1000
+    assert "line 0 " in got.text and "line 199" not in got.text
+    assert not got.memory_too_large
+
+
+def test_a_memory_file_larger_than_the_cap_is_never_sent() -> None:
+    got = assemble_input("## M\n" + "m" * 2000, [SessionLog("big.md", "b" * 50)], 1000)
+    assert got.memory_too_large and got.empty
+    assert got.text == ""
+    assert got.waiting == ("big.md",)
+    assert got.memory_chars > 1000
 
 
 def test_blank_logs_are_consumed_and_nothing_readable_is_empty() -> None:
@@ -265,7 +279,11 @@ def test_input_takes_a_prefix_of_the_logs_within_the_budget(
     assert list(got.consumed) + list(got.waiting) == names
     assert len(got.consumed) == 1 or len(got.text) <= limit
     for log in logs[: len(got.consumed)]:
-        assert f"--- Session: {log.name} ---\n{log.text.strip()}" in got.text
+        if log.name in got.truncated:  # only the oldest log, alone over the budget
+            assert log.name == got.consumed[0]
+            assert f"--- Session: {log.name} ---\n" in got.text
+        else:
+            assert f"--- Session: {log.name} ---\n{log.text.strip()}" in got.text
 
 
 # ---------------------------------------------------------------------------- prompt
@@ -373,7 +391,7 @@ def test_an_answer_dropping_most_sections_is_refused() -> None:
 
 
 def test_losing_exactly_the_allowed_fraction_is_not_refused() -> None:
-    new = "## Logging\nJSON off a terminal.\n\n## Deployment\nsystemd.\n"
+    new = "## Logging\nJSON off a terminal.\n\n## Deployment\nsystemd user unit.\n"
     report = check_loss(OLD, new, 0.5)
     assert len(report.lost) == 2
     assert not report.refused
@@ -421,3 +439,30 @@ def test_last_undoable_skips_undone_dreams() -> None:
     assert last_undoable(entries) == {"id": "1", "outcome": "written"}
     assert last_undoable([*entries, {"id": "5", "outcome": "undone", "undoes": "1"}]) is None
     assert last_undoable([]) is None
+
+
+# ---------------------------------------------------------------------------- issue 16
+
+
+def test_headings_kept_with_emptied_bodies_are_lost() -> None:
+    emptied = "\n\n".join(f"## {h}" for h in ("Build system", "Database choice", "Logging"))
+    report = check_loss(OLD, emptied + "\n\n## Deployment\n", 0.5)
+    assert set(report.lost) == {"Build system", "Database choice", "Logging", "Deployment"}
+    assert report.refused
+
+
+def test_an_answer_must_take_something_new_from_the_logs() -> None:
+    log = "## Watcher\ninotify limits were exhausted; raising max_user_watches fixed it.\n"
+    assert not adds_log_text(OLD, [log], OLD)  # the old memory sent back unchanged
+    assert adds_log_text(OLD, [log], OLD + "\n## Watcher\nraise inotify limits\n")
+    assert adds_log_text(OLD, ["## Logging\nstructlog renders JSON\n"], OLD)  # nothing new
+
+
+def test_a_future_mtime_counts_as_when_it_was_set() -> None:
+    assert effective_mtime(100.0, 500.0, 1000.0) == 100.0
+    assert effective_mtime(5000.0, 900.0, 1000.0) == 900.0
+    assert effective_mtime(5000.0, 2000.0, 1000.0) == 1000.0
+
+
+def test_control_characters_are_stripped_from_answers() -> None:
+    assert check_answer("## A\nx\x00y\x1b[0m\tz\r\n\x7f\x85").text == "## A\nxy[0m\tz"

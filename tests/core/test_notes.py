@@ -119,3 +119,11 @@ def test_windows_tile_the_text(text: str, size: int) -> None:
     assert "".join(piece for piece, _, _ in pieces) == text
     assert all(t == total for _, _, t in pieces)
     assert total == text.count("\n") + (0 if text.endswith("\n") or not text else 1)
+
+
+def test_a_note_goes_above_a_dream_footer_which_stays_last() -> None:
+    dreamt = "# M\n\n## A\nbody\n\n<!-- dream 2025-01-01T00:00:00Z consumed: a.md -->\n"
+    out = append_note(dreamt, "## Note\nnew")
+    footer = "<!-- dream 2025-01-01T00:00:00Z consumed: a.md -->\n"
+    assert out == "# M\n\n## A\nbody\n\n## Note\nnew\n\n" + footer
+    assert append_note(dreamt, "  ") == dreamt

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from memoryd.core.workspace import (
+    is_log_of_session,
     normalize_origin,
     session_date_from_name,
     session_log_name,
@@ -250,3 +251,16 @@ def test_session_log_name_round_trips_its_date(
 )
 def test_session_date_from_name(name: str, expected: datetime.date | None) -> None:
     assert session_date_from_name(name) == expected
+
+
+def test_sessions_sharing_their_first_8_characters_get_their_own_logs() -> None:
+    day = datetime.date(2025, 1, 1)
+    a = session_log_name(day, "Fix the login bug", "abcdefgh-1")
+    b = session_log_name(day, "Fix the login bug", "abcdefgh-2", taken={a})
+    c = session_log_name(day, "Fix the login bug", "abcdefgh-3", taken={a, b})
+    assert len({a, b, c}) == 3
+    assert b.startswith("2025-01-01-fix-the-login-bug-abcdefgh-")
+    assert is_log_of_session(a, "abcdefgh-2") and is_log_of_session(b, "abcdefgh-2")
+    assert not is_log_of_session(b, "abcdefgh-3")
+    again = session_log_name(day, "Fix the login bug", "abcdefgh-2", taken={a, b})
+    assert again.endswith("-2.md") and is_log_of_session(again, "abcdefgh-2")

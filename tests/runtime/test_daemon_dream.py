@@ -146,7 +146,9 @@ async def test_dream_run_consolidates_logs_into_a_searchable_memory(
 
         assert result["outcome"] == "written", result
         assert sorted(result["consumed"]) == sorted(p.name for p in [*logs, fresh])
-        assert sorted(result["deleted"]) == sorted(p.name for p in logs)
+        assert sorted(result["archived"]) == sorted(p.name for p in logs)
+        archive = ws.history_dir / "sessions" / result["dream_id"]
+        assert sorted(p.name for p in archive.iterdir()) == sorted(p.name for p in logs)
         assert result["kept"] == [fresh.name]  # modified within the last five minutes
         memory = read(ws.memory_file) or ""
         assert headings(memory) == ["Build", *logs.values(), "Fresh fact"]
@@ -159,7 +161,11 @@ async def test_dream_run_consolidates_logs_into_a_searchable_memory(
         found = await d.search(path, "Fact 2 about sqlite-vec")
         paths = {(r["path"], r["source"]) for r in found["results"]}
         assert (f"{ws.key.dirname}/MEMORY.md", "workspace") in paths
-        assert not any("topic-00000002" in p for p, _ in paths)  # the deleted log is gone
+        # the archived log is in .history/, never returned by search
+        assert not any("topic-00000002" in p for p, _ in paths)
+        assert not any(".history" in p for p, _ in paths)
+        listed = {f["path"] for f in (await d.call("memory.files", workspace=str(path)))["files"]}
+        assert not any(".history" in p for p in listed)
 
 
 @pytest.mark.anyio
@@ -393,7 +399,7 @@ def test_sigkill_during_cleanup_loses_nothing_and_duplicates_nothing(
     scene.check_after_crash()
     crashed_memory = read(scene.ws.memory_file) or ""
     assert all(f"## {fact}" in crashed_memory for fact in scene.logs.values())
-    assert sum(p.exists() for p in scene.logs) == 2  # killed after the first deletion
+    assert sum(p.exists() for p in scene.logs) == 2  # killed after the first move
 
     again = processes(env=scene.llm.env()).start()
     scene.next_dream_completes(again, dead)
@@ -402,7 +408,10 @@ def test_sigkill_during_cleanup_loses_nothing_and_duplicates_nothing(
     assert read(scene.ws.memory_file) == crashed_memory, undone
     undone = again.call("dream.undo", workspace=str(scene.path))
     assert read(scene.ws.memory_file) == ORIGINAL
-    assert sorted(undone["consumed"]) == sorted(p.name for p in scene.logs if "0009" not in p.name)
+    assert sorted(undone["logs_restored"]) == sorted(
+        p.name for p in scene.logs if "0009" not in p.name
+    )
+    assert all(p.exists() for p in scene.logs)  # every consumed log came back
 
 
 # --------------------------------------------------------------------------- race

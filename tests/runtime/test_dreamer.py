@@ -88,7 +88,9 @@ def old_logs(env: Env, count: int, *, start: int = 0) -> list[Path]:
     """``count`` session logs a day old, each with one unique section, oldest first."""
     paths = []
     for i in range(start, start + count):
-        path = env.session(f"2025-01-{i + 1:02d}-topic-{i:08d}.md", f"## Fact {i}\nbody {i}\n")
+        path = env.session(
+            f"2025-01-{i + 1:02d}-topic-{i:08d}.md", f"## Fact {i}\nbody {i}: the inotify limits\n"
+        )
         stamp = time.time() - 86400 + i  # distinct mtimes: a stable oldest-first order
         os.utime(path, (stamp, stamp))
         paths.append(path)
@@ -153,8 +155,10 @@ async def test_a_dream_writes_backs_up_cleans_up_and_journals(env: Env, memory_f
     # consumed logs are gone, except the one modified in the last 5 minutes
     assert not any(p.exists() for p in logs)
     assert recent.exists()
-    assert result.deleted == tuple(logs)
+    assert result.archived == tuple(logs)
     assert result.kept == (recent.name,)
+    archive = env.workspace.history_dir / "sessions" / str(result.dream_id)
+    assert sorted(p.name for p in archive.iterdir()) == sorted(p.name for p in logs)
     assert result.reindex_paths == (*logs, memory_file)
     # one journal line
     (entry,) = journal(env)
@@ -428,8 +432,9 @@ async def test_logs_that_do_not_fit_wait_for_a_later_run(env: Env) -> None:
     assert paths[2].exists() and not paths[0].exists() and not paths[1].exists()
     assert "Topic 3" not in read(env.workspace.memory_file)
 
-    second = await d.run(manual=True)
+    second = await d.run(manual=True)  # MEMORY.md leaves room for part of the last log
     assert second.outcome == "written" and second.consumed == (paths[2].name,)
+    assert second.truncated == (paths[2].name,)
     assert not paths[2].exists()
     assert headings(read(env.workspace.memory_file)) == ["Topic 1", "Topic 2", "Topic 3"]
 
@@ -447,7 +452,8 @@ async def test_undo_restores_the_previous_memory_and_names_the_consumed_logs(
 
     out = await d.undo()
     assert read(memory_file) == OLD_MEMORY
-    assert out["consumed"] == [p.name for p in logs]
+    assert out["logs_restored"] == [p.name for p in logs]
+    assert all(p.exists() for p in logs)
     assert (env.workspace.history_dir / out["saved_current"]).read_text() == dreamed
     assert journal(env)[-1]["outcome"] == "undone"
     with pytest.raises(NotFound):
@@ -461,7 +467,7 @@ async def test_undo_walks_back_dream_by_dream(env: Env) -> None:
     first = read(env.workspace.memory_file)
     old_logs(env, 1, start=5)
     await d.run(manual=True)
-    assert (await d.undo())["consumed"] == ["2025-01-06-topic-00000005.md"]
+    assert (await d.undo())["logs_restored"] == ["2025-01-06-topic-00000005.md"]
     assert read(env.workspace.memory_file) == first
     assert (await d.undo())["restored"] is None
     assert not env.workspace.memory_file.exists()

@@ -213,11 +213,12 @@ def build_methods(ctx: DaemonContext) -> MethodTable:
 
     @table.method("dream.undo")
     async def dream_undo(params: dict[str, Any]) -> dict[str, Any]:
-        p.known_only(params, ("workspace",))
+        p.known_only(params, ("workspace", "force"))
+        force = p.boolean(params, "force", False)
         workspace = _workspace(params)
         async with ctx.supervisor.order.write(workspace):
             actor = await ctx.supervisor.actor_for(workspace)
-            return await actor.dream_undo()
+            return await actor.dream_undo(force)
 
     @table.method("dream.status")
     async def dream_status(params: dict[str, Any]) -> dict[str, Any]:

@@ -418,10 +418,11 @@ class WorkspaceActor:
         self._embed_wakeup.set()
         return result.to_dict()
 
-    async def dream_undo(self) -> dict[str, Any]:
+    async def dream_undo(self, force: bool = False) -> dict[str, Any]:
         with self._request():
-            out = await self.dreamer.undo()
-            await self.memory.sync_paths([self.workspace.memory_file])
+            out = await self.dreamer.undo(force=force)
+            logs = [self.workspace.sessions_dir / n for n in out["logs_restored"]]
+            await self.memory.sync_paths([self.workspace.memory_file, *logs])
         return out
 
     async def dream_status(self) -> dict[str, Any]:

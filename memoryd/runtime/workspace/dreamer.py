@@ -4,11 +4,14 @@
 
 1. the gates (:func:`memoryd.core.dreaming.check_gates`); then the DreamLock, taken
    **before** the model call (:mod:`memoryd.runtime.adapters.lockfile`);
-2. gather ``MEMORY.md`` and the session logs (oldest first, up to ``max_input_chars``) and
-   record the content hash of each;
-3. await the model with nothing open; an empty / ``NO_REPLY`` / heading-less answer, or one
-   that would lose most ``##`` sections, writes and deletes nothing (lock released, time
-   advanced);
+2. gather ``MEMORY.md`` and the session logs (oldest first, ``MEMORY.md`` included up to
+   ``max_input_chars``; a ``MEMORY.md`` that leaves no room stops the dream with reason
+   ``memory_too_large``) and record the content hash of each; a log whose hash an earlier
+   dream (not undone) consumed is not sent again — it is only archived;
+3. await the model with nothing open; an empty / ``NO_REPLY`` / heading-less answer writes
+   and archives nothing (lock released, time advanced), and so is an answer that is
+   ``refused``: longer than ``max_write_chars`` (``too_large``), losing most ``##`` sections
+   by content (``loss``) or taking nothing from the logs (``ignores_logs``);
 4. commit, under a short exclusive ``flock`` of the workspace directory (a real mutex between
    processes, held only for file work, never across the model call): if ``MEMORY.md``
    changed since step 2 (a person's edit, or another dream) or a consumed log is gone
@@ -16,15 +19,17 @@
    two dreams on the same material safe. Otherwise the old file is copied into
    ``.history/`` (the last ``keep_history`` kept) and the new one written atomically with its
    footer; a write failure rolls the lock back and deletes nothing;
-5. delete the consumed logs that are unchanged since step 2 and older than
-   :data:`RECENT_SECS`; append one line to ``.history/dreams.jsonl``; release the lock;
-6. hand the deleted paths and ``MEMORY.md`` to the ``reindex`` callback (and list them in
+5. journal the dream (``.history/dreams.jsonl``: inputs with their content hashes, the logs to
+   archive), then move the consumed logs that are unchanged since step 2 and older than
+   :data:`RECENT_SECS` into ``.history/sessions/<dream id>/``; release the lock;
+6. hand the archived paths and ``MEMORY.md`` to the ``reindex`` callback (and list them in
    :attr:`DreamResult.reindex_paths`).
 
-:meth:`Dreamer.undo` restores the ``MEMORY.md`` a dream replaced; :meth:`Dreamer.status`
-reports gates, lock and the last run for ops. ``.history/`` holds the backups
-(``MEMORY.<UTC stamp>.md``) and the journal (``dreams.jsonl``, one JSON object per attempt
-that took the lock, plus one per undo).
+:meth:`Dreamer.undo` restores the ``MEMORY.md`` a dream replaced and the logs it archived
+(refused when ``MEMORY.md`` changed since, unless forced); :meth:`Dreamer.status` reports
+gates, lock and the last run for ops. ``.history/`` holds the backups
+(``MEMORY.<UTC stamp>.md``), the archived logs and the journal (``dreams.jsonl``, one JSON
+object per attempt that took the lock, plus one per undo).
 """
 
 from __future__ import annotations
@@ -44,15 +49,19 @@ from blake3 import blake3
 
 from memoryd.core.config import DreamConfig, SecretsConfig
 from memoryd.core.dreaming import (
+    MIN_LOG_CHARS,
     DreamInput,
     GateOutcome,
     LossReport,
     SessionLog,
+    adds_log_text,
     assemble_input,
     check_answer,
     check_gates,
     check_loss,
+    consumed_hashes,
     dream_prompt,
+    effective_mtime,
     is_session_log,
     with_footer,
 )
@@ -65,14 +74,17 @@ from memoryd.store.files import atomic_write_text, read_bytes
 from memoryd.store.history import (
     JOURNAL,
     append_journal,
+    archive_dir,
+    archive_unchanged,
     backups,
     commit_guard,
-    delete_unchanged,
     digest,
     finish_interrupted_clean_up,
     iso,
     last_settled,
+    new_entry_id,
     plan_clean_up,
+    prune_archives,
     prune_backups,
     read_journal,
     save_backup,
@@ -85,7 +97,7 @@ __all__ = ["JOURNAL", "RECENT_SECS", "DreamResult", "Dreamer", "backups", "read_
 
 log = structlog.get_logger(__name__)
 
-#: Session logs modified this recently are consolidated but not deleted (still being written).
+#: Session logs modified this recently are consolidated but not archived (still being written).
 RECENT_SECS = 300.0
 
 Outcome = Literal[
@@ -100,9 +112,11 @@ class DreamResult:
 
     ``outcome`` / ``reason``: ``written``; ``skipped`` (a gate: ``disabled``, ``subagent``,
     ``too_soon``, ``too_few_sessions``; or ``lock_held``, ``lost_race``, ``nothing_to_do``,
-    ``model_not_configured``); ``nothing_to_store`` (empty or ``NO_REPLY``); ``rejected``
-    (no heading); ``refused`` (``loss``, see :attr:`loss`); ``conflict``
-    (``edited_meanwhile``, ``superseded``); ``failed`` (``model_error``, ``write_error``).
+    ``model_not_configured``, ``memory_too_large``); ``nothing_to_store`` (empty or
+    ``NO_REPLY``); ``rejected`` (no heading); ``refused`` (``too_large``, ``loss`` — see
+    :attr:`loss` — or ``ignores_logs``); ``conflict`` (``edited_meanwhile``, ``superseded``);
+    ``failed`` (``model_error``, ``write_error``). ``archived`` are the logs moved into
+    ``.history/sessions/<dream id>/``; ``kept`` consumed logs still in ``sessions/``.
     """
 
     outcome: Outcome
@@ -110,7 +124,7 @@ class DreamResult:
     reason: str | None = None
     gates: GateOutcome | None = None
     consumed: tuple[str, ...] = ()
-    deleted: tuple[Path, ...] = ()
+    archived: tuple[Path, ...] = ()
     kept: tuple[str, ...] = ()
     waiting: tuple[str, ...] = ()
     backup: str | None = None
@@ -118,11 +132,14 @@ class DreamResult:
     loss: LossReport | None = None
     holder: int | None = None
     error: str | None = None
+    dream_id: str | None = None
+    truncated: tuple[str, ...] = ()
+    detail: str | None = None
 
     @property
     def reindex_paths(self) -> tuple[Path, ...]:
-        """Paths the index must sync: the deleted logs (dropped) and the new ``MEMORY.md``."""
-        return (*self.deleted, self.memory_file) if self.outcome == "written" else ()
+        """Paths the index must sync: the archived logs (dropped) and the new ``MEMORY.md``."""
+        return (*self.archived, self.memory_file) if self.outcome == "written" else ()
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"outcome": self.outcome, "reason": self.reason}
@@ -132,12 +149,18 @@ class DreamResult:
             out["holder_pid"] = self.holder
         if self.consumed or self.waiting:
             out["consumed"] = list(self.consumed)
-            out["deleted"] = [p.name for p in self.deleted]
+            out["archived"] = [p.name for p in self.archived]
             out["kept"] = list(self.kept)
             out["waiting"] = list(self.waiting)
+        if self.truncated:
+            out["truncated"] = list(self.truncated)
         if self.outcome == "written":
             out["backup"] = self.backup
             out["chars"] = self.chars
+            out["dream_id"] = self.dream_id
+            out["archive"] = f".history/sessions/{self.dream_id}/"
+        if self.detail:
+            out["detail"] = self.detail
         if self.loss is not None and self.loss.refused:
             out["loss"] = self.loss.to_dict()
         if self.error:
@@ -151,6 +174,8 @@ class _Gathered:
     memory_text: str | None
     memory_hash: str | None
     log_hashes: dict[str, str]
+    already: dict[str, str]
+    """Logs an earlier dream (not undone) consumed with this very content: name → hash."""
 
 
 class Dreamer:
@@ -204,15 +229,19 @@ class Dreamer:
     # ------------------------------------------------------------------ gates
 
     def _session_mtimes(self) -> dict[str, datetime]:
+        """Each session log's effective mtime (a future mtime never counts as "new" again:
+        :func:`~memoryd.core.dreaming.effective_mtime`)."""
         try:
             entries = list(os.scandir(self.workspace.sessions_dir))
         except (FileNotFoundError, NotADirectoryError):
             return {}
+        now = self.clock()
         out: dict[str, datetime] = {}
         for entry in entries:
             try:
                 if is_session_log(entry.name) and entry.is_file(follow_symlinks=False):
-                    out[entry.name] = utc(entry.stat(follow_symlinks=False).st_mtime)
+                    st = entry.stat(follow_symlinks=False)
+                    out[entry.name] = utc(effective_mtime(st.st_mtime, st.st_ctime, now))
             except FileNotFoundError:
                 continue
         return out
@@ -271,7 +300,7 @@ class Dreamer:
             reason=result.reason,
             manual=manual,
             consumed=len(result.consumed),
-            deleted=len(result.deleted),
+            archived=len(result.archived),
             waiting=len(result.waiting),
             chars=result.chars,
             took_ms=round((time.perf_counter() - started) * 1000, 3),
@@ -346,10 +375,26 @@ class Dreamer:
     ) -> DreamResult:
         got = await anyio.to_thread.run_sync(self._gather)
         inp = got.input
+        if inp.memory_too_large:
+            detail = (
+                f"MEMORY.md has {inp.memory_chars} characters, which leaves no room for a "
+                f"session log within dream.max_input_chars = {self.config.max_input_chars}; "
+                "shorten MEMORY.md or raise dream.max_input_chars"
+            )
+            self.log.warning("dream.memory_too_large", chars=inp.memory_chars)
+            await anyio.to_thread.run_sync(settle, False)
+            return self._result(
+                "skipped", "memory_too_large", gates=gate, waiting=inp.waiting, detail=detail
+            )
         if inp.empty:
             await anyio.to_thread.run_sync(settle, False)
             return self._result("skipped", "nothing_to_do", gates=gate, waiting=inp.waiting)
-        common: dict[str, Any] = {"gates": gate, "consumed": inp.consumed, "waiting": inp.waiting}
+        common: dict[str, Any] = {
+            "gates": gate,
+            "consumed": inp.consumed,
+            "waiting": inp.waiting,
+            "truncated": inp.truncated,
+        }
         now = utc(self.clock())
 
         async def finish(success: bool, outcome: Outcome, reason: str, **extra: Any) -> None:
@@ -370,11 +415,23 @@ class Dreamer:
             outcome: Outcome = "rejected" if verdict.outcome == "no_heading" else "nothing_to_store"
             await finish(True, outcome, verdict.outcome)
             return self._result(outcome, verdict.outcome, **common)
+        limit = self.config.max_write_chars
+        if len(verdict.text) > limit:
+            detail = f"the answer has {len(verdict.text)} characters (max_write_chars {limit})"
+            self.log.warning("dream.refused", reason="too_large", chars=len(verdict.text))
+            await finish(True, "refused", "too_large", detail=detail)
+            return self._result("refused", "too_large", detail=detail, **common)
         loss = check_loss(got.memory_text, verdict.text, self.config.max_loss_fraction)
         if loss.refused:
-            self.log.warning("dream.refused", **loss.to_dict())
-            await finish(True, "refused", "loss", loss=loss.to_dict())
-            return self._result("refused", "loss", loss=loss, **common)
+            self.log.warning("dream.refused", reason="loss", **loss.to_dict())
+            detail = f"the answer drops the content of {len(loss.lost)} of {loss.total} sections"
+            await finish(True, "refused", "loss", loss=loss.to_dict(), detail=detail)
+            return self._result("refused", "loss", loss=loss, detail=detail, **common)
+        if not adds_log_text(got.memory_text, [inp.log_text], verdict.text):
+            detail = "the answer takes nothing from the session logs it was given"
+            self.log.warning("dream.refused", reason="ignores_logs")
+            await finish(True, "refused", "ignores_logs", detail=detail)
+            return self._result("refused", "ignores_logs", detail=detail, **common)
         async with file_lock(self.workspace.memory_file):
             result = await anyio.to_thread.run_sync(self._commit, got, verdict.text, settle)
         return dataclasses.replace(result, gates=gate, loss=loss)
@@ -382,20 +439,31 @@ class Dreamer:
     def _gather(self) -> _Gathered:
         data = read_bytes(self.workspace.memory_file)
         memory_text = None if data is None else data.decode("utf-8", "replace")
+        consumed_before = consumed_hashes(read_journal(self.workspace.history_dir))
         found: list[tuple[float, str, bytes]] = []
+        already: dict[str, str] = {}
         for name, mtime in self._session_mtimes().items():
             raw = read_bytes(self.workspace.sessions_dir / name)
-            if raw is not None:
+            if raw is None:
+                continue
+            hashed = blake3(raw).hexdigest()
+            if hashed in consumed_before:
+                already[name] = hashed  # in MEMORY.md already: never sent twice
+            else:
                 found.append((mtime.timestamp(), name, raw))
         found.sort()
         logs = [SessionLog(name, raw.decode("utf-8", "replace")) for _, name, raw in found]
         hashes = {name: blake3(raw).hexdigest() for _, name, raw in found}
         inp = assemble_input(memory_text, logs, self.config.max_input_chars)
-        return _Gathered(inp, memory_text, digest(data), hashes)
+        return _Gathered(inp, memory_text, digest(data), hashes, already)
 
     def _commit(self, got: _Gathered, text: str, settle: Callable[[bool], None]) -> DreamResult:
         ws, inp = self.workspace, got.input
-        common: dict[str, Any] = {"consumed": inp.consumed, "waiting": inp.waiting}
+        common: dict[str, Any] = {
+            "consumed": inp.consumed,
+            "waiting": inp.waiting,
+            "truncated": inp.truncated,
+        }
         with commit_guard(ws.dir):
             current = read_bytes(ws.memory_file)
             if digest(current) != got.memory_hash:
@@ -407,6 +475,7 @@ class Dreamer:
                 self._journal("conflict", "superseded", inp)
                 return self._result("conflict", "superseded", **common)
             now = self.clock()
+            dream_id = new_entry_id()
             new_text = with_footer(text, inp.consumed, utc(now))
             try:
                 ws.history_dir.mkdir(mode=0o700, exist_ok=True)
@@ -418,43 +487,61 @@ class Dreamer:
                 error = str(exc)
                 self._journal("failed", "write_error", inp, error=error)
                 return self._result("failed", "write_error", error=error, **common)
-            try:
-                prune_backups(ws.history_dir, self.config.keep_history)
-            except OSError as exc:
-                self.log.warning("dream.prune_failed", error=str(exc))
-            # Journal before deleting: a crash during the cleanup leaves a journalled dream
-            # (undo finds it) whose remaining logs the next dream deletes unread.
+            # Journal before archiving: a crash during the cleanup leaves a journalled dream
+            # (undo finds it) whose remaining logs the next dream archives unread.
+            hashes = {**got.log_hashes, **got.already}
             doomed, kept = plan_clean_up(
-                ws.sessions_dir, inp.consumed, got.log_hashes, now - self.recent_secs
+                ws.sessions_dir,
+                (*inp.consumed, *got.already),
+                hashes,
+                now - self.recent_secs,
+                now,
             )
             self._journal(
                 "written",
                 None,
                 inp,
+                id=dream_id,
                 backup=backup,
                 chars=len(new_text),
-                deleted=list(doomed),
+                archived=list(doomed),
                 kept=list(kept),
                 memory_hash=digest(new_text.encode("utf-8")),
-                deleted_hashes=doomed,
+                input_hashes={n: got.log_hashes[n] for n in inp.consumed if n in got.log_hashes},
+                archived_hashes=doomed,
+                truncated=list(inp.truncated),
             )
-            deleted, late = delete_unchanged(ws.sessions_dir, doomed, self._cleanup_hook)
+            archived, late = archive_unchanged(
+                ws.sessions_dir, archive_dir(ws.history_dir, dream_id), doomed, self._cleanup_hook
+            )
+            try:
+                prune_backups(ws.history_dir, self.config.keep_history)
+                prune_archives(
+                    ws.history_dir,
+                    self.config.keep_history,
+                    self.config.keep_logs_days,
+                    now,
+                    read_journal(ws.history_dir),
+                )
+            except OSError as exc:
+                self.log.warning("dream.prune_failed", error=str(exc))
             settle(True)
         return self._result(
             "written",
             None,
-            deleted=deleted,
+            archived=archived,
             kept=(*kept, *late),
             backup=backup,
             chars=len(new_text),
+            dream_id=dream_id,
             **common,
         )
 
     def _finish_interrupted_clean_up(self) -> tuple[Path, ...]:
-        deleted = finish_interrupted_clean_up(self.workspace, self._cleanup_hook)
-        if deleted:
-            self.log.info("dream.cleanup_finished", deleted=len(deleted))
-        return deleted
+        archived = finish_interrupted_clean_up(self.workspace, self._cleanup_hook)
+        if archived:
+            self.log.info("dream.cleanup_finished", archived=len(archived))
+        return archived
 
     @staticmethod
     def _cleanup_hook() -> None:
@@ -480,20 +567,27 @@ class Dreamer:
 
     # ------------------------------------------------------------------ undo and status
 
-    async def undo(self) -> dict[str, Any]:
-        """Restore the ``MEMORY.md`` the last (not yet undone) dream replaced.
-
-        The current file is saved into ``.history/`` first, so an undo loses nothing. Returns
-        ``{restored, consumed, dream_time, saved_current, path}``; ``consumed`` names the
-        session logs that dream consumed (they are gone). Raises :class:`NotFound` when no
-        dream can be undone.
+    async def undo(self, *, force: bool = False) -> dict[str, Any]:
+        """Undo the last (not yet undone) dream: its ``MEMORY.md`` backup and archived logs
+        come back (see :func:`~memoryd.store.history.undo_last` for the reply). Raises
+        :class:`MemoryChanged` when ``MEMORY.md`` changed since that dream wrote it (unless
+        ``force``) and :class:`NotFound` when no dream can be undone.
         """
         async with file_lock(self.workspace.memory_file):
             out = await anyio.to_thread.run_sync(
-                undo_last, self.workspace, self.config.keep_history, self.clock()
+                lambda: undo_last(
+                    self.workspace, self.config.keep_history, self.clock(), force=force
+                )
             )
-        self.log.info("dream.undo", restored=out["restored"], dream_time=out["dream_time"])
-        await self._reindex([self.workspace.memory_file])
+        self.log.info(
+            "dream.undo",
+            restored=out["restored"],
+            dream_time=out["dream_time"],
+            logs=len(out["logs_restored"]),
+            forced=out["forced"],
+        )
+        logs = [self.workspace.sessions_dir / n for n in out["logs_restored"]]
+        await self._reindex([self.workspace.memory_file, *logs])
         return out
 
     async def status(self) -> dict[str, Any]:
@@ -510,7 +604,12 @@ class Dreamer:
             stamp = last_settled(entries)
         last = None if stamp is None else iso(stamp)
         last_run = entries[-1] if entries else None
+        data = read_bytes(self.workspace.memory_file)
+        memory_chars = len(data.decode("utf-8", "replace")) if data is not None else 0
         return {
+            "memory_chars": memory_chars,
+            "max_input_chars": self.config.max_input_chars,
+            "memory_too_large": memory_chars + MIN_LOG_CHARS > self.config.max_input_chars,
             "enabled": self.config.enabled,
             "gates": gate.values(),
             "lock": info.to_dict(),
