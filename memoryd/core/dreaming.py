@@ -39,7 +39,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from memoryd.core.flushing import has_heading, is_no_reply, strip_control
-from memoryd.core.markdown import sections, unwrap_fence
+from memoryd.core.markdown import sections, strip_comments, unwrap_fence
 from memoryd.core.notes import DREAM_FOOTER
 from memoryd.core.templates import is_scaffold
 from memoryd.core.text import WORD, words_and_bigrams
@@ -474,12 +474,18 @@ def check_loss(old_text: str | None, new_text: str, max_loss_fraction: float) ->
 
 
 def adds_log_text(memory_text: str | None, log_texts: Iterable[str], answer: str) -> bool:
-    """Whether ``answer`` takes anything from the session logs: True when the logs hold no
-    content token that ``MEMORY.md`` lacks (nothing new to take), else when the answer has
-    at least one of those new tokens. The old ``MEMORY.md`` sent back unchanged is False."""
-    known = content_tokens(strip_footer(memory_text or ""))
-    new = frozenset().union(*(content_tokens(t) for t in log_texts)) - known
-    return not new or bool(new & content_tokens(answer))
+    """Whether ``answer`` takes anything from the session logs: True when the logs hold
+    fewer than :data:`MIN_NEW_TOKENS` content tokens that ``MEMORY.md`` lacks (HTML comments
+    such as flush marks left out: nothing new to take), else when the answer has at least
+    one of those new tokens. The old ``MEMORY.md`` sent back unchanged is False."""
+    known = content_tokens(strip_comments(memory_text or ""))
+    logs = (content_tokens(strip_comments(t)) for t in log_texts)
+    new = frozenset[str]().union(*logs) - known
+    return len(new) < MIN_NEW_TOKENS or bool(new & content_tokens(answer))
+
+
+#: Below this many new content tokens the logs add nothing an answer must take.
+MIN_NEW_TOKENS = 3
 
 
 # ---------------------------------------------------------------------------- footer
