@@ -114,7 +114,9 @@ def test_an_unknown_flag_is_a_usage_error(
         for arg in (action.option_strings[-1], "x")
     ]
     # hook's AGENT and completion's SHELL are choices
-    value = {("hook",): "claude-code", ("completion",): "bash"}.get(path, "x")
+    value = {("hook",): "claude-code", ("integrate",): "claude-code", ("completion",): "bash"}.get(
+        path, "x"
+    )
     argv = [*path, *(value for _ in _positionals(LEAVES[path])), *required, "--no-such-flag"]
     # An agent runs `memoryd hook`: whatever it is given, it must not fail the agent (exit 0).
     assert main(argv) == (0 if path == ("hook",) else 2)

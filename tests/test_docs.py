@@ -40,3 +40,22 @@ def test_the_readme_run_command_installs_and_serves() -> None:
     quick = _section("Quick start")
     blocks = re.findall(r"```sh\n(.*?)```", quick, re.S)
     assert any("pip install ." in b and "memoryd serve" in b for b in blocks)
+
+
+def test_the_agents_section_says_how_to_integrate_check_and_undo_each_agent() -> None:
+    from memoryd.core.config import InjectConfig
+    from memoryd.core.integrate import HOOK_EVENTS
+
+    agents = _section("Agents")
+    for title, agent in (("Claude Code", "claude-code"), ("Codex", "codex")):
+        assert f"### {title}\n" in agents
+        assert f"memoryd integrate {agent}" in agents
+    for text in ("--uninstall", "--dry-run", "--scope project", "memoryd status", "last ingest"):
+        assert text in agents
+    table = {m for m in re.findall(r"^\| `(\w+)`(?:, `(\w+)`)? \|", agents, re.M) for m in m if m}
+    assert set(HOOK_EVENTS["claude-code"]) | set(HOOK_EVENTS["codex"]) <= table
+    for key in InjectConfig.__dataclass_fields__:
+        assert f"[inject] {key}" in agents, key
+    assert "https://code.claude.com/docs/en/hooks" in agents
+    assert "https://developers.openai.com/codex/hooks" in agents
+    assert "memoryd integrate" in _section("MCP clients")

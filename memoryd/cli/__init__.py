@@ -10,6 +10,7 @@ The package (the one place that prints)::
     doctor.py      doctor: probes of everything memoryd needs
     hook.py        hook AGENT (one agent lifecycle event; always exits 0)
     ingest.py      ingest --format F FILE | --all DIR
+    integrate.py   integrate AGENT (hooks and MCP server in the agent's config files)
     config.py      config show|check
     agents.py      agents list|resolve
     confluence.py  confluence run|status
@@ -55,6 +56,7 @@ def _load_commands() -> None:
         doctor,
         hook,
         ingest,
+        integrate,
         mcp,
         memory,
         sessions,
