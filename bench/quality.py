@@ -236,6 +236,7 @@ def main(argv: list[str]) -> int:
         "--openai", action="store_true", help="also run the openai provider (local model served)"
     )
     parser.add_argument("--misses", action="store_true", help="list the queries each mode missed")
+    parser.add_argument("--min-score", type=float, help="search.min_score (default: the default)")
     args = parser.parse_args(argv)
     configure_logging("warning", "console")  # one search event per query would drown the table
     if not local_available():
@@ -243,7 +244,11 @@ def main(argv: list[str]) -> int:
         return 2
     speed = measure_speed(LocalProvider(threads=1)) if args.speed else None
     modes = ["fts", "local"] + (["openai"] if args.openai else [])
-    outcomes = anyio.run(evaluate, modes, Config())
+    config = Config()
+    if args.min_score is not None:
+        search = dataclasses.replace(config.search, min_score=args.min_score)
+        config = dataclasses.replace(config, search=search)
+    outcomes = anyio.run(evaluate, modes, config)
     by_mode = {mode: summarise(found) for mode, found in outcomes.items()}
     if args.json:
         print(json.dumps({"modes": by_mode, "speed": speed}, indent=2))

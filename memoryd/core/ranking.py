@@ -5,20 +5,26 @@ distances) as :class:`Candidate` values and hands them to :func:`rank`, which
 
 1. combines the two hits of one chunk (keyword and vector) by ``chunk_id``;
 2. drops content-free chunks (whitespace, HTML comments, scaffold templates);
-3. normalises BM25 within the remaining keyword hits (:func:`normalize_bm25`) and turns
-   distances into cosines (:func:`cosine_from_l2`) on the reference scale
-   (:func:`calibrated_cosine`, for a model whose cosines run lower);
-4. merges both signals into a **relevance** in [0, 1] (:func:`merge`) and keeps only
-   chunks whose relevance reaches ``min_score``;
-5. computes the ordering **score** = relevance × decay (session chunks only,
-   :func:`decay_factor`) × source weight × access boost (:func:`access_boost`);
-6. orders by score, optionally re-ranks with :func:`mmr`, and cuts to ``max_results``.
+3. scores keyword hits on an **absolute** scale (:func:`keyword_score`: BM25 measured in
+   units of the IDF of a term found in one chunk of this index — never relative to the best
+   hit of the query) and vector hits by their calibrated cosine (:func:`vector_score`,
+   after :func:`calibrated_cosine` for a model whose cosines run lower);
+4. fuses both into a **relevance** in [0, 1] (:func:`merge`, a noisy-OR: either signal alone
+   counts in full, agreement counts more) and keeps only chunks whose relevance reaches
+   ``min_score``;
+5. computes the ordering **score** = relevance × a *bounded* recency factor (session chunks
+   only, :func:`recency_factor`: at most :data:`RECENCY_WEIGHT` of the score) × source
+   weight × a capped access boost (:func:`access_boost`);
+6. orders by score, optionally re-ranks with :func:`mmr`, cuts to ``max_results`` and keeps
+   every strong keyword match that FTS alone would have returned (:data:`STRONG_KEYWORD`).
 
 ``min_score`` is a relevance threshold on purpose: decay, weights and boost *order*
 results, they never make a relevant chunk vanish. So an old session log that is the only
 relevant hit is still returned, and a source weight of 0 sinks that source's chunks to the
 bottom (score 0) without removing them — exclude a source with the search's ``sources``
-filter instead.
+filter instead. Recency and the access boost are bounded so they only reorder chunks of
+similar relevance: a chunk more than ``ACCESS_BOOST_MAX / (1 − RECENCY_WEIGHT)`` (≈ 1.17×)
+as relevant as another is never ranked below it because of them.
 """
 
 from __future__ import annotations
@@ -34,8 +40,21 @@ from memoryd.core.text import words_and_bigrams
 
 SECONDS_PER_DAY = 86_400.0
 ACCESS_BOOST_RATE = 0.05
+ACCESS_BOOST_MAX = 1.05
+"""The access boost never lifts a chunk by more than 5 %."""
+RECENCY_WEIGHT = 0.1
+"""The share of a session chunk's score that recency decides (see :func:`recency_factor`)."""
 VECTOR_ONLY_FLOOR = 0.5
-"""Cosine at or below which a vector-only hit scores 0 (see :func:`vector_only_score`)."""
+"""Calibrated cosine at or below which a vector hit scores 0 (see :func:`vector_score`)."""
+STRONG_KEYWORD = 0.8
+"""A keyword score from here up is a strong (exact) keyword match: adding vectors never drops
+such a hit out of the results FTS alone would have returned."""
+REFERENCE_ROWS = 1000
+"""The index size assumed when the caller does not know it (see :func:`keyword_score`)."""
+SMALL_INDEX_ROWS = 16
+"""Below this many rows, BM25's IDF cannot tell a specific term from a common one."""
+SMALL_INDEX_SCORE = 0.5
+"""The least score of a keyword match in a small index."""
 
 EVERGREEN_SOURCES = frozenset({"global", "workspace"})
 DECAYING_SOURCE = "session"
@@ -99,9 +118,11 @@ class RankParams:
     """The knobs of SPEC §5 with their defaults."""
 
     max_results: int = 6
-    min_score: float = 0.35
-    text_weight: float = 0.3
-    vector_weight: float = 0.7
+    min_score: float = 0.1
+    text_weight: float = 1.0
+    """Scales the keyword score before fusion (see :func:`merge`)."""
+    vector_weight: float = 1.0
+    """Scales the vector score before fusion."""
     half_life_days: float = 30.0
     source_weights: Mapping[str, float] = field(default_factory=_default_source_weights)
     """Multiplies the final score; a source missing from the mapping weighs 1.0."""
@@ -109,6 +130,9 @@ class RankParams:
     mmr_lambda: float = 0.7
     similarity: SimilarityScale = REFERENCE_SCALE
     """The embedding model's scale; its cosines are calibrated onto :data:`REFERENCE_SCALE`."""
+    corpus_rows: int = 0
+    """Rows in the index's FTS table (what its BM25 IDFs were computed over); 0 = unknown,
+    :data:`REFERENCE_ROWS` is assumed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,26 +154,33 @@ def _clamp01(value: float) -> float:
     return min(1.0, max(0.0, value))
 
 
-def normalize_bm25(values: Sequence[float]) -> list[float]:
-    """Normalise raw FTS5 ``bm25()`` values to [0, 1] within one candidate set, best = 1.
+def keyword_score(bm25: float, corpus_rows: int) -> float:
+    """An absolute keyword relevance in [0, 1) from a raw FTS5 ``bm25()`` value.
 
-    FTS5's ``bm25()`` is lower-is-better and negative for a match. Each value becomes a
-    strength ``r = max(−value, 0)`` and is divided by the strongest one:
-    ``normalized = r / max(r)``. The best hit gets 1.0 and every other hit keeps its
-    proportion of the best (half the BM25 strength → 0.5), so a weaker but genuine keyword
-    hit is not pushed to 0 as min-max scaling would do to the worst hit of every set.
-    If no value has positive strength (all ``≥ 0``), every hit is equally best and gets 1.0.
-    NaN counts as strength 0; an infinite strength wins outright (1.0, the rest 0.0).
+    FTS5's BM25 is a sum over the query's terms of ``idf(term) × tf-saturation`` (negated),
+    and a term's IDF depends on how many of the index's ``corpus_rows`` chunks hold it:
+    ``ln((N − n + 0.5) / (n + 0.5))``, about 0 for a term in half the chunks or more. The
+    strength ``x = −bm25 / idf₁`` measures it in units of ``idf₁``, the IDF of a term found
+    in a single chunk, so it means the same in a small and a large index (one rare term
+    matched once ≈ 1, two ≈ 2; only very common terms ≈ 0), and the score is
+    ``1 − exp(−x)``: 0.63 for one rare term, 0.86 for two, ≈ 0 for common words only.
+
+    It never depends on the other hits of the query: a weak best hit stays weak, and a
+    second-best hit keeps its own score. NaN or a non-negative value (no match) scores 0.
+
+    A small index (fewer than :data:`SMALL_INDEX_ROWS` rows) is the exception: there a term in
+    half the chunks has an IDF of 0 however specific it is (in a memory of two notes, every
+    word of one of them), so any match scores at least ``0.5 + 0.49·(1 − exp(bm25))`` — a new
+    memory answers from its first note on.
     """
-    strengths = [0.0 if math.isnan(v) else max(-v, 0.0) for v in values]
-    if not strengths:
-        return []
-    best = max(strengths)
-    if best == 0.0:
-        return [1.0] * len(strengths)
-    if math.isinf(best):
-        return [1.0 if math.isinf(s) else 0.0 for s in strengths]
-    return [_clamp01(s / best) for s in strengths]
+    if math.isnan(bm25) or bm25 >= 0.0:
+        return 0.0
+    rows = corpus_rows if corpus_rows > 0 else REFERENCE_ROWS
+    idf_one = max(math.log((rows - 0.5) / 1.5), 1.0)
+    score = 1.0 - math.exp(bm25 / idf_one)
+    if rows < SMALL_INDEX_ROWS:
+        score = max(score, SMALL_INDEX_SCORE + 0.49 * (1.0 - math.exp(bm25)))
+    return _clamp01(score)
 
 
 def cosine_from_l2(distance: float) -> float:
@@ -174,36 +205,28 @@ def calibrated_cosine(cosine: float, scale: SimilarityScale) -> float:
     return _clamp01(value)
 
 
-def vector_only_score(cosine: float) -> float:
-    """Relevance of a chunk found only by vector search: ``clamp((cos − 0.5) / 0.5, 0, 1)``.
+def vector_score(cosine: float) -> float:
+    """Vector relevance from a calibrated cosine: ``clamp((cos − 0.5) / 0.5, 0, 1)``.
 
-    Raw cosines of unrelated texts are rarely near 0 (0.3–0.6 is common), so the raw value
-    cannot be compared with a normalised keyword score. This rescales the useful band
-    [0.5, 1] onto [0, 1]: a strong semantic match (cosine 0.8 → 0.6) passes the default
-    ``min_score`` 0.35, a weak one (cosine 0.6 → 0.2) does not; the cut-over at the
-    default threshold is cosine 0.675.
+    On the reference scale unrelated texts sit near 0.5 (see :class:`SimilarityScale`), so
+    this rescales the useful band [0.5, 1] onto [0, 1]: unrelated → 0, a strong semantic
+    match (0.8) → 0.6, a near-duplicate → 1.
     """
     return _clamp01((cosine - VECTOR_ONLY_FLOOR) / (1.0 - VECTOR_ONLY_FLOOR))
 
 
 def merge(fts: float | None, vec: float | None, text_weight: float, vector_weight: float) -> float:
-    """Relevance in [0, 1] from a normalised keyword score and/or a cosine.
+    """Relevance in [0, 1] from a keyword score and a vector score (:func:`vector_score`).
 
-    Both: ``max(text_weight·fts + vector_weight·vec, fts)`` — adding vectors never lowers
-    a keyword hit. Keyword only: ``fts``. Vector only: :func:`vector_only_score`.
-    Neither: 0. Inputs are clamped to [0, 1], and so is the result (which keeps it
-    ``≥ fts``, since ``fts ≤ 1``).
+    A weighted noisy-OR: ``1 − (1 − text_weight·fts)·(1 − vector_weight·vec)``, a missing
+    signal counting 0. Either signal alone counts in full (a strong vector-only match
+    competes with a weak keyword match), agreement counts more than either, and adding a
+    vector score never lowers what the keyword score alone gives. Inputs and weights are
+    clamped to [0, 1].
     """
-    if fts is None and vec is None:
-        return 0.0
-    if vec is None:
-        assert fts is not None
-        return _clamp01(fts)
-    if fts is None:
-        return vector_only_score(vec)
-    keyword = _clamp01(fts)
-    weighted = text_weight * keyword + vector_weight * _clamp01(vec)
-    return _clamp01(max(weighted, keyword))
+    keyword = _clamp01(text_weight) * _clamp01(fts) if fts is not None else 0.0
+    vector = _clamp01(vector_weight) * _clamp01(vec) if vec is not None else 0.0
+    return _clamp01(1.0 - (1.0 - keyword) * (1.0 - vector))
 
 
 def decay_factor(age_days: float, half_life_days: float) -> float:
@@ -217,9 +240,20 @@ def decay_factor(age_days: float, half_life_days: float) -> float:
     return math.exp(-math.log(2.0) * age_days / half_life_days)
 
 
+def recency_factor(age_days: float, half_life_days: float) -> float:
+    """``1 − RECENCY_WEIGHT × (1 − decay)``: from 1 (new) down to ``1 − RECENCY_WEIGHT``.
+
+    Recency orders chunks of similar relevance and nothing more: a year-old session log
+    keeps 90 % of its score, so it still beats a fresh one that is clearly less relevant
+    (SPEC §5: old relevant notes surface). ``decay`` is :func:`decay_factor`.
+    """
+    return 1.0 - RECENCY_WEIGHT * (1.0 - decay_factor(age_days, half_life_days))
+
+
 def access_boost(access_count: int) -> float:
-    """A modest boost for chunks callers have used: ``1 + 0.05·ln(1 + count)`` (≥ 1)."""
-    return 1.0 + ACCESS_BOOST_RATE * math.log1p(max(access_count, 0))
+    """A modest boost for chunks callers have used: ``1 + 0.05·ln(1 + count)``, at most
+    :data:`ACCESS_BOOST_MAX` (≥ 1)."""
+    return min(ACCESS_BOOST_MAX, 1.0 + ACCESS_BOOST_RATE * math.log1p(max(access_count, 0)))
 
 
 def is_content_free(text: str) -> bool:
@@ -307,10 +341,10 @@ def _best(a: float | None, b: float | None) -> float | None:
 
 
 def _weight(cand: Candidate, params: RankParams, now: float) -> float:
-    """Decay (session only) × source weight × access boost."""
+    """Recency (session only) × source weight × access boost."""
     decay = 1.0
     if cand.source == DECAYING_SOURCE and cand.chunk_time is not None:
-        decay = decay_factor((now - cand.chunk_time) / SECONDS_PER_DAY, params.half_life_days)
+        decay = recency_factor((now - cand.chunk_time) / SECONDS_PER_DAY, params.half_life_days)
     source_weight = params.source_weights.get(cand.source, 1.0)
     return decay * source_weight * access_boost(cand.access_count)
 
@@ -321,37 +355,96 @@ def rank(candidates: Iterable[Candidate], params: RankParams, now: float) -> lis
     ``now`` is epoch seconds (UTC). Candidates with neither a keyword nor a vector hit are
     dropped. Ordering is by score, ties by relevance, then by ``chunk_id``, so the result
     is deterministic for any input order.
+
+    The keyword guarantee: a chunk whose keyword score reaches :data:`STRONG_KEYWORD` and
+    that the same search without vectors would return is returned with them too (it takes
+    the place of the weakest result that is not such a chunk).
     """
     combined = [
         c
         for c in _combine(candidates)
         if (c.bm25 is not None or c.distance is not None) and not is_content_free(c.text)
     ]
-    keyword_hits = [c for c in combined if c.bm25 is not None]
-    fts_scores = dict(
-        zip(
-            (c.chunk_id for c in keyword_hits),
-            normalize_bm25([c.bm25 for c in keyword_hits if c.bm25 is not None]),
-            strict=True,
-        )
-    )
     results: list[Ranked] = []
+    keyword_only: list[Ranked] = []
     for cand in combined:
+        fts = keyword_score(cand.bm25, params.corpus_rows) if cand.bm25 is not None else None
         vec = (
-            calibrated_cosine(cosine_from_l2(cand.distance), params.similarity)
+            vector_score(calibrated_cosine(cosine_from_l2(cand.distance), params.similarity))
             if cand.distance is not None
             else None
         )
-        relevance = merge(
-            fts_scores.get(cand.chunk_id), vec, params.text_weight, params.vector_weight
-        )
-        if relevance < params.min_score:
-            continue
-        score = relevance * _weight(cand, params, now)
-        if math.isnan(score):
-            score = 0.0
-        results.append(Ranked(cand, relevance, score, _clamp01(score)))
-    results.sort(key=lambda r: (-r.score, -r.relevance, r.candidate.chunk_id))
+        weight = _weight(cand, params, now)
+        relevance = merge(fts, vec, params.text_weight, params.vector_weight)
+        if relevance >= params.min_score:
+            results.append(_ranked(cand, relevance, weight))
+        if fts is not None and fts >= STRONG_KEYWORD:
+            alone = merge(fts, None, params.text_weight, params.vector_weight)
+            if alone >= params.min_score:
+                keyword_only.append(_ranked(cand, alone, weight))
+    results.sort(key=_order)
+    limit = max(params.max_results, 0)
     if params.mmr_enabled:
-        return mmr(results, params.mmr_lambda, params.max_results)
-    return results[: max(params.max_results, 0)]
+        chosen = mmr(results, params.mmr_lambda, limit)
+    else:
+        chosen = results[:limit]
+    return _keep_strong_keywords(chosen, results, keyword_only, combined, params, now)
+
+
+def _ranked(cand: Candidate, relevance: float, weight: float) -> Ranked:
+    score = relevance * weight
+    if math.isnan(score):
+        score = 0.0
+    return Ranked(cand, relevance, score, _clamp01(score))
+
+
+def _order(r: Ranked) -> tuple[float, float, str]:
+    return (-r.score, -r.relevance, r.candidate.chunk_id)
+
+
+def _keep_strong_keywords(
+    chosen: list[Ranked],
+    results: list[Ranked],
+    strong: list[Ranked],
+    combined: Sequence[Candidate],
+    params: RankParams,
+    now: float,
+) -> list[Ranked]:
+    """``chosen`` plus every strong keyword match FTS alone would have returned.
+
+    ``strong`` holds the strong keyword matches, scored as FTS alone would score them. The
+    FTS-only result is the top ``max_results`` of every keyword hit scored that way; a
+    strong match in it that ``chosen`` lacks replaces the weakest chosen result that is not
+    itself such a match.
+    """
+    if not strong or not chosen or all(c.distance is None for c in combined):
+        return chosen
+    limit = len(chosen)
+    fts_alone: list[Ranked] = []
+    for cand in combined:
+        if cand.bm25 is None:
+            continue
+        fts = keyword_score(cand.bm25, params.corpus_rows)
+        alone = merge(fts, None, params.text_weight, params.vector_weight)
+        if alone >= params.min_score:
+            fts_alone.append(_ranked(cand, alone, _weight(cand, params, now)))
+    fts_alone.sort(key=_order)
+    limit_fts = max(params.max_results, 0)
+    if params.mmr_enabled:
+        fts_alone = mmr(fts_alone, params.mmr_lambda, limit_fts)
+    would_return = {r.candidate.chunk_id for r in fts_alone[:limit_fts]}
+    required = {r.candidate.chunk_id for r in strong if r.candidate.chunk_id in would_return}
+    have = {r.candidate.chunk_id for r in chosen}
+    missing = [r for r in results if r.candidate.chunk_id in required - have]
+    if not missing:
+        return chosen
+    kept = list(chosen)
+    for item in missing:
+        for i in range(len(kept) - 1, -1, -1):
+            if kept[i].candidate.chunk_id not in required:
+                kept[i] = item
+                break
+    kept = kept[:limit]
+    if not params.mmr_enabled:
+        kept.sort(key=_order)
+    return kept

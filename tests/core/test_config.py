@@ -36,7 +36,7 @@ def test_no_input_gives_the_dataclass_defaults_all_sourced_default() -> None:
     assert resolved.config == Config()
     assert set(resolved.sources) == set(LEAVES)
     assert set(resolved.sources.values()) == {"default"}
-    assert resolved.config.search.min_score == 0.35
+    assert resolved.config.search.min_score == 0.1
     assert resolved.config.search.mmr.lambda_ == 0.7
     assert dict(resolved.config.search.source_weights) == dict.fromkeys(
         ("global", "workspace", "session"), 1.0
@@ -167,7 +167,7 @@ def test_precedence_flags_over_env_over_file_over_defaults() -> None:
         "env MEMORYD_SEARCH_MIN_SCORE",
     )
     assert (search.text_weight, sources["search.text_weight"]) == (0.4, "file /c.toml")
-    assert (search.vector_weight, sources["search.vector_weight"]) == (0.7, "default")
+    assert (search.vector_weight, sources["search.vector_weight"]) == (1.0, "default")
 
 
 def test_each_layer_alone_overrides_the_default() -> None:

@@ -7,11 +7,13 @@ import math
 import random
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memoryd.core.ranking import (
+    RECENCY_WEIGHT,
     REFERENCE_SCALE,
+    STRONG_KEYWORD,
     Candidate,
     Ranked,
     RankParams,
@@ -21,12 +23,13 @@ from memoryd.core.ranking import (
     cosine_from_l2,
     decay_factor,
     is_content_free,
+    keyword_score,
     merge,
     mmr,
-    normalize_bm25,
     rank,
+    recency_factor,
     snippet_tokens,
-    vector_only_score,
+    vector_score,
 )
 from memoryd.core.templates import global_template, workspace_template
 
@@ -78,34 +81,56 @@ def test_merged_score_never_below_keyword_score(
     fts: float, vec: float, text_weight: float, vector_weight: float
 ) -> None:
     merged = merge(fts, vec, text_weight, vector_weight)
-    assert merged >= fts
+    assert merged >= merge(fts, None, text_weight, vector_weight)  # what FTS alone gives
+    assert merged >= merge(None, vec, text_weight, vector_weight)
     assert 0.0 <= merged <= 1.0
 
 
-def test_merge_uses_weights_when_vectors_help() -> None:
-    assert merge(0.5, 1.0, 0.3, 0.7) == pytest.approx(0.85)
-    assert merge(0.9, 0.0, 0.3, 0.7) == pytest.approx(0.9)  # the max keeps the keyword score
-    assert merge(0.4, None, 0.3, 0.7) == pytest.approx(0.4)
-    assert merge(None, None, 0.3, 0.7) == 0.0
+def test_merge_is_a_noisy_or_of_both_signals() -> None:
+    assert merge(0.5, 0.6, 1.0, 1.0) == pytest.approx(0.8)  # agreement counts more
+    assert merge(0.9, 0.0, 1.0, 1.0) == pytest.approx(0.9)
+    assert merge(None, 0.6, 1.0, 1.0) == pytest.approx(0.6)  # a vector-only hit counts in full
+    assert merge(0.4, None, 1.0, 1.0) == pytest.approx(0.4)
+    assert merge(0.5, 1.0, 0.3, 0.7) == pytest.approx(1 - 0.85 * 0.3)  # weights scale each
+    assert merge(None, None, 1.0, 1.0) == 0.0
 
 
-@given(st.lists(st.floats(min_value=-1e6, max_value=1e6, allow_nan=False), min_size=1))
-def test_normalize_bm25_in_unit_range_with_best_one(values: list[float]) -> None:
-    normalized = normalize_bm25(values)
-    assert len(normalized) == len(values)
-    assert all(0.0 <= n <= 1.0 for n in normalized)
-    best = min(range(len(values)), key=values.__getitem__)  # bm25: lower is better
-    assert normalized[best] == 1.0
-    # Order is preserved: a better raw value never normalises lower.
+@given(
+    st.lists(st.floats(min_value=-1e6, max_value=1e6, allow_nan=False), min_size=1),
+    st.integers(min_value=0, max_value=10_000_000),
+)
+def test_keyword_score_is_absolute_and_monotone(values: list[float], rows: int) -> None:
+    scores = [keyword_score(v, rows) for v in values]
+    assert all(0.0 <= s <= 1.0 for s in scores)
+    # A better (lower) raw value never scores lower, and no value depends on the others.
     for i in range(len(values)):
+        assert scores[i] == keyword_score(values[i], rows)
         for j in range(len(values)):
             if values[i] <= values[j]:
-                assert normalized[i] >= normalized[j]
+                assert scores[i] >= scores[j]
 
 
-def test_normalize_bm25_keeps_proportions() -> None:
-    assert normalize_bm25([-8.0, -4.0, -2.0]) == [1.0, 0.5, 0.25]
-    assert normalize_bm25([]) == []
+def test_keyword_score_does_not_depend_on_the_best_hit() -> None:
+    # One rare term in a 1,000-row index (idf of a single-row term ≈ 6.5): about 0.63.
+    idf_one = math.log(999.5 / 1.5)
+    assert keyword_score(-idf_one, 1000) == pytest.approx(1 - math.exp(-1))
+    assert keyword_score(-2 * idf_one, 1000) == pytest.approx(1 - math.exp(-2))
+    # The same raw value alone or next to a far better hit scores the same.
+    params = RankParams(min_score=0.0, corpus_rows=1000)
+    alone = rank([cand("weak", bm25=-2.0)], params, NOW)
+    crowded = rank([cand("weak", bm25=-2.0), cand("best", bm25=-30.0)], params, NOW)
+    weak = next(r for r in crowded if r.candidate.chunk_id == "weak")
+    assert alone[0].relevance == pytest.approx(weak.relevance)
+    # Only very common terms (FTS5 clamps their IDF to 1e-6): nothing at the default.
+    assert rank([cand("common", bm25=-2e-6)], RankParams(corpus_rows=1000), NOW) == []
+    assert keyword_score(0.0, 1000) == 0.0
+    assert keyword_score(float("nan"), 1000) == 0.0
+
+
+def test_keyword_score_means_the_same_in_small_and_large_indexes() -> None:
+    for rows in (50, 1000, 100_000):
+        idf_one = math.log((rows - 0.5) / 1.5)
+        assert keyword_score(-idf_one, rows) == pytest.approx(1 - math.exp(-1))
 
 
 def test_cosine_from_l2_on_unit_vectors() -> None:
@@ -116,15 +141,15 @@ def test_cosine_from_l2_on_unit_vectors() -> None:
 
 
 def test_vector_only_scaling() -> None:
-    assert vector_only_score(0.8) == pytest.approx(0.6)
-    assert vector_only_score(0.6) == pytest.approx(0.2)
-    assert vector_only_score(0.3) == 0.0
-    assert vector_only_score(1.0) == 1.0
+    assert vector_score(0.8) == pytest.approx(0.6)
+    assert vector_score(0.6) == pytest.approx(0.2)
+    assert vector_score(0.3) == 0.0
+    assert vector_score(1.0) == 1.0
 
 
 def test_strong_vector_only_hit_passes_default_min_score_weak_one_does_not() -> None:
     strong = cand("strong", distance=l2_for_cosine(0.8))
-    weak = cand("weak", distance=l2_for_cosine(0.6))
+    weak = cand("weak", distance=l2_for_cosine(0.52))
     results = rank([strong, weak], RankParams(), NOW)
     assert ids(results) == ["strong"]
     assert results[0].relevance == pytest.approx(0.6)
@@ -139,7 +164,7 @@ def test_keyword_and_vector_hits_of_one_chunk_are_combined() -> None:
     (a,) = (r for r in results if r.candidate.chunk_id == "a")
     assert a.candidate.bm25 == -5.0
     assert a.candidate.distance == pytest.approx(l2_for_cosine(0.9))
-    assert a.relevance == pytest.approx(0.3 * 0.5 + 0.7 * 0.9)
+    assert a.relevance == pytest.approx(merge(keyword_score(-5.0, 0), vector_score(0.9), 1, 1))
 
 
 # --- decay, weights, boost ----------------------------------------------------------------
@@ -157,14 +182,14 @@ def test_decay_halves_at_one_half_life() -> None:
 def test_only_session_chunks_decay(source: str) -> None:
     old = cand("old", source=source, bm25=-5.0, age_days=30.0)
     (result,) = rank([old], RankParams(), NOW)
-    assert result.relevance == 1.0
-    expected = 0.5 if source == "session" else 1.0
-    assert result.score == pytest.approx(expected)
+    assert result.relevance == pytest.approx(keyword_score(-5.0, 0))
+    expected = 0.95 if source == "session" else 1.0  # one half-life: recency takes half of 10 %
+    assert result.score == pytest.approx(expected * result.relevance)
 
 
 def test_session_chunk_without_time_does_not_decay() -> None:
     (result,) = rank([cand("s", source="session", bm25=-5.0)], RankParams(), NOW)
-    assert result.score == pytest.approx(1.0)
+    assert result.score == pytest.approx(result.relevance)
 
 
 def test_decay_orders_session_chunks_by_age() -> None:
@@ -174,12 +199,29 @@ def test_decay_orders_session_chunks_by_age() -> None:
 
 
 def test_old_session_chunk_that_is_the_only_relevant_hit_is_returned() -> None:
-    old = cand("old", source="session", bm25=-3.0, age_days=365.0)
-    irrelevant = cand("weak", source="workspace", distance=l2_for_cosine(0.55))
+    old = cand("old", source="session", bm25=-5.0, age_days=365.0)
+    irrelevant = cand("weak", source="workspace", distance=l2_for_cosine(0.52))
     results = rank([old, irrelevant], RankParams(), NOW)
     assert ids(results) == ["old"]
-    assert results[0].relevance == 1.0
-    assert results[0].reported_score < 0.01  # decayed score orders; it does not filter
+    # Recency is bounded: a year-old log keeps 90 % of its score.
+    assert results[0].score == pytest.approx(0.9 * results[0].relevance, rel=1e-3)
+
+
+@given(
+    rel_old=st.floats(0.05, 1.0),
+    ratio=st.floats(1.0, 5.0),
+    age=st.floats(0.0, 3650.0),
+    half_life=st.floats(0.0, 365.0),
+)
+def test_recency_never_puts_a_clearly_less_relevant_chunk_first(
+    rel_old: float, ratio: float, age: float, half_life: float
+) -> None:
+    # Relevance ratio above the bound (1 / (1 - RECENCY_WEIGHT)): the old one stays first.
+    bound = 1.0 / (1.0 - RECENCY_WEIGHT)
+    rel_new = rel_old / (ratio * bound * 1.0001)
+    old_score = rel_old * recency_factor(age, half_life)
+    new_score = rel_new * recency_factor(0.0, half_life)
+    assert old_score > new_score
 
 
 def test_access_boost_orders_two_otherwise_equal_chunks() -> None:
@@ -187,9 +229,12 @@ def test_access_boost_orders_two_otherwise_equal_chunks() -> None:
     unused = cand("a-unused", bm25=-5.0, access_count=0)
     results = rank([unused, used], RankParams(), NOW)
     assert ids(results) == ["b-used", "a-unused"]
-    assert results[0].score == pytest.approx(1.0 + 0.05 * math.log(11))
-    assert results[0].reported_score == 1.0  # reported score is clamped, ordering is not
+    assert results[0].score == pytest.approx(results[0].relevance * 1.05)  # capped at 5 %
     assert access_boost(0) == 1.0
+    assert access_boost(1) == pytest.approx(1.0 + 0.05 * math.log(2))
+    strong = rank([cand("s", bm25=-100.0, access_count=10)], RankParams(), NOW)
+    assert strong[0].score > 1.0
+    assert strong[0].reported_score == 1.0  # reported score is clamped, ordering is not
 
 
 def test_source_weight_multiplies_score_but_min_score_is_on_relevance() -> None:
@@ -199,7 +244,7 @@ def test_source_weight_multiplies_score_but_min_score_is_on_relevance() -> None:
     results = rank([session, workspace], params, NOW)
     assert ids(results) == ["workspace", "session"]
     assert results[1].score == 0.0
-    assert results[1].relevance == 1.0
+    assert results[1].relevance == pytest.approx(keyword_score(-10.0, 0))
     # With equal weights the stronger session hit is first again.
     assert ids(rank([session, workspace], RankParams(), NOW)) == ["session", "workspace"]
 
@@ -241,8 +286,7 @@ def test_comment_and_scaffold_chunks_are_never_returned_but_heading_only_is() ->
     ]
     results = rank(candidates, RankParams(min_score=0.0), NOW)
     assert ids(results) == ["heading"]
-    # The dropped template did not serve as the BM25 best: the real hit normalises to 1.
-    assert results[0].relevance == 1.0
+    assert results[0].relevance == pytest.approx(keyword_score(-4.0, 0))
 
 
 # --- rank as a whole ----------------------------------------------------------------------
@@ -268,8 +312,12 @@ def candidate_lists(draw: st.DrawFn) -> list[Candidate]:
     )
     hits = st.tuples(
         st.integers(min_value=0, max_value=len(chunks) - 1),
-        st.none() | st.floats(min_value=-30.0, max_value=0.0, allow_nan=False),
-        st.none() | st.floats(min_value=0.0, max_value=2.0, allow_nan=False),
+        st.none()
+        | st.sampled_from([-40.0, -15.0])  # strong keyword matches
+        | st.floats(min_value=-30.0, max_value=0.0, allow_nan=False),
+        st.none()
+        | st.sampled_from([0.0, 0.1, 0.3])  # near-duplicates by vector
+        | st.floats(min_value=0.0, max_value=2.0, allow_nan=False),
     )
     result = []
     for index, bm25, distance in draw(st.lists(hits, max_size=20)):
@@ -300,6 +348,7 @@ params_st = st.builds(
     ),
     mmr_enabled=st.booleans(),
     mmr_lambda=unit,
+    corpus_rows=st.integers(min_value=0, max_value=200_000),
 )
 
 
@@ -323,6 +372,38 @@ def test_rank_is_deterministic_bounded_and_thresholded(
     if not params.mmr_enabled:
         scores = [r.score for r in results]
         assert scores == sorted(scores, reverse=True)
+
+
+@settings(max_examples=400)
+@given(candidates=candidate_lists(), params=params_st)
+def test_adding_vectors_never_drops_a_strong_keyword_match(
+    candidates: list[Candidate], params: RankParams
+) -> None:
+    keyword_only = [dataclasses.replace(c, distance=None) for c in candidates if c.bm25 is not None]
+    alone = rank(keyword_only, params, NOW)
+    with_vectors = ids(rank(candidates, params, NOW))
+    for r in alone:
+        assert r.candidate.bm25 is not None
+        if keyword_score(r.candidate.bm25, params.corpus_rows) >= STRONG_KEYWORD:
+            assert r.candidate.chunk_id in with_vectors
+
+
+def test_near_duplicate_vector_hits_do_not_push_out_the_exact_keyword_match() -> None:
+    exact = cand("exact", bm25=-15.0)  # ≈ 0.9: a strong keyword match
+    echoes = [cand(f"v{i}", distance=l2_for_cosine(0.99)) for i in range(3)]  # ≈ 0.98 each
+    alone = ids(rank([exact], RankParams(max_results=2), NOW))
+    hybrid = ids(rank([exact, *echoes], RankParams(max_results=2), NOW))
+    assert alone == ["exact"]
+    assert "exact" in hybrid
+    assert len(hybrid) == 2
+
+
+def test_a_strong_vector_only_match_competes_with_weak_keyword_hits() -> None:
+    weak = [cand(f"kw{i}", bm25=-2.0 - i * 0.1) for i in range(6)]  # ≈ 0.27–0.33 each
+    paraphrase = cand("para", distance=l2_for_cosine(0.85))  # vector score 0.7
+    exact = cand("exact", bm25=-30.0)  # two+ rare terms: ≈ 0.99
+    results = ids(rank([*weak, paraphrase, exact], RankParams(max_results=5), NOW))
+    assert results[:2] == ["exact", "para"]
 
 
 def test_rank_cuts_to_max_results_keeping_the_best() -> None:
@@ -397,7 +478,7 @@ def test_snippet_tokens() -> None:
 
 def test_mmr_keeps_decay_and_source_weights_in_force() -> None:
     old = cand(
-        "old", source="session", text="## Old\nlegacy deploy via ftp\n", bm25=-10.0, age_days=120.0
+        "old", source="session", text="## Old\nlegacy deploy via ftp\n", bm25=-8.2, age_days=120.0
     )
     fresh = cand(
         "fresh", source="session", text="## New\nrelease with pnpm\n", bm25=-8.0, age_days=1.0
@@ -408,8 +489,8 @@ def test_mmr_keeps_decay_and_source_weights_in_force() -> None:
 
 def test_rank_params_defaults_match_spec() -> None:
     params = RankParams()
-    assert (params.max_results, params.min_score) == (6, 0.35)
-    assert (params.text_weight, params.vector_weight) == (0.3, 0.7)
+    assert (params.max_results, params.min_score) == (6, 0.1)
+    assert (params.text_weight, params.vector_weight) == (1.0, 1.0)
     assert params.half_life_days == 30.0
     assert dict(params.source_weights) == {"global": 1.0, "workspace": 1.0, "session": 1.0}
     assert params.mmr_lambda == 0.7
@@ -441,7 +522,7 @@ def test_rank_calibrates_cosines_of_a_declared_scale_once() -> None:
     hit = cand("v", distance=distance)
     assert rank([hit], RankParams(), NOW) == []  # raw 0.4 is below the vector-only floor
     (result,) = rank([hit], RankParams(similarity=scale), NOW)
-    assert result.relevance == pytest.approx(vector_only_score(0.8))
+    assert result.relevance == pytest.approx(vector_score(0.8))
     assert result.relevance == pytest.approx(
-        vector_only_score(calibrated_cosine(cosine_from_l2(distance), scale))
+        vector_score(calibrated_cosine(cosine_from_l2(distance), scale))
     )

@@ -11,6 +11,7 @@ count of what was returned to the caller.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -36,6 +37,7 @@ from memoryd.runtime.workspace.filelock import file_lock
 from memoryd.runtime.workspace.search import Neighbours, SearchHit, SearchResponse, SideScan
 from memoryd.store.connection import DatabaseError
 from memoryd.store.files import append_section, ensure_file, read_text
+from memoryd.store.ftsstats import fts_rows
 from memoryd.store.index import ChunkSettings, Index, SyncReport, knn_k
 from memoryd.store.layout import Workspace, global_memory_file, resolve_client_path
 from memoryd.store.mirror import mirror_wanted
@@ -287,11 +289,12 @@ class WorkspaceMemory:
             raise InvalidParams("max_results must be at least 1")
         match = build_match_query(query)
         vector, mode, warning = await self._query_vector(query)
-        report, candidates, generation = await self._read_candidates(
+        report, candidates, generation, rows = await self._read_candidates(
             match, vector, params.max_results * 3, sources
         )
         if report.failed:  # answer from the index as it is; say what it is missing
             warning = f"the index could not take every change: {report.failed[0][1].message}"
+        params = dataclasses.replace(params, corpus_rows=rows)  # what its BM25 IDFs counted
         hits = [SearchHit.from_ranked(item) for item in rank(candidates, params, self.clock())]
         if count_access:
             self._accesses.extend(h.chunk_id for h in hits)  # recorded by the next phase
@@ -315,7 +318,7 @@ class WorkspaceMemory:
         vector: list[float] | None,
         limit: int,
         sources: Sequence[str] | None,
-    ) -> tuple[SyncReport, list[Candidate], int]:
+    ) -> tuple[SyncReport, list[Candidate], int, int]:
         """The search's DB phase (SPEC §5 steps 1–3). Without an in-memory copy of the
         vectors, sqlite-vec's scan runs beside it on the reader's connection (a
         :class:`SideScan`); the phase waits for it to merge."""
@@ -341,8 +344,9 @@ class WorkspaceMemory:
         limit: int,
         sources: Sequence[str] | None,
         side: SideScan | None,
-    ) -> tuple[SyncReport, list[Candidate], int]:
-        """Sync the dirty files, FTS and KNN, load the candidates (in the index's thread)."""
+    ) -> tuple[SyncReport, list[Candidate], int, int]:
+        """Sync the dirty files, FTS and KNN, load the candidates (in the index's thread);
+        also the index generation and the FTS table's row count."""
         report = self._sync_tolerant(dirty) if dirty else SyncReport()
         k = knn_k(limit, sources)
         # The in-memory copy (exact, a few ms per 100k vectors) is scanned meanwhile.
@@ -366,7 +370,7 @@ class WorkspaceMemory:
         if stale:  # changed on disk, not yet reported by the watcher: sync, read again
             report.add(self._sync_tolerant(stale))
             found = self.index.candidates(match, vector, limit, sources)
-        return report, found, self.index.generation()
+        return report, found, self.index.generation(), fts_rows(self.index.conn)
 
     # ------------------------------------------------------------------ embeddings
 
