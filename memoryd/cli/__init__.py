@@ -14,6 +14,7 @@ The package (the one place that prints)::
     config.py      config show|check
     agents.py      agents list|resolve
     confluence.py  confluence run|status
+    secrets.py     secrets scan|purge
     mcp.py         the MCP bridge
     completion.py  bash/zsh/fish completion scripts generated from this parser
 
@@ -59,6 +60,7 @@ def _load_commands() -> None:
         integrate,
         mcp,
         memory,
+        secrets,
         sessions,
     )
 

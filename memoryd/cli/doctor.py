@@ -28,6 +28,7 @@ from memoryd.cli.common import (
     command,
     print_json,
 )
+from memoryd.cli.render import secrets_status_line
 from memoryd.errors import DaemonTimeout, MemorydError
 from memoryd.store import configfile
 
@@ -88,6 +89,16 @@ def doctor_checks(config_path: str | None, timeout: float = PROBE_TIMEOUT) -> li
     checks.append(Check("sqlite-vec", caps.vec, vec_detail))
     checks.extend(_daemon_checks(loaded))
     checks.append(_root_check(Path(loaded.paths.memory_root)))
+    info = loaded.config.secrets.scrubber().describe()
+    checks.append(
+        Check(
+            "secrets",
+            True,
+            f"{info['rule_set']} rules ({info['rules']}), {info['extra_patterns']} extra / "
+            f"{info['allow_patterns']} allow patterns from [secrets]",
+            {"rule_set": info["rule_set"], "rules": info["rules"]},
+        )
+    )
     checks.append(_watch_limit_check())
     config = loaded.config
     configured = config.embedding.provider
@@ -134,6 +145,8 @@ def _daemon_checks(loaded: configfile.Loaded) -> list[Check]:
         )
     if status.get("embedding_error"):
         checks.append(Check("daemon embeddings", False, str(status["embedding_error"])))
+    if isinstance(status.get("secrets"), dict):
+        checks.append(Check("daemon secrets", True, secrets_status_line(status["secrets"])))
     return checks
 
 

@@ -46,6 +46,8 @@ def render_status(status: dict[str, Any], now: float | None = None) -> str:
         )
     if isinstance(status.get("confluence"), dict):
         lines.insert(-1, confluence_status_line(status["confluence"]))
+    if isinstance(status.get("secrets"), dict):
+        lines.insert(-1, secrets_status_line(status["secrets"]))
     actors: list[dict[str, Any]] = status.get("actors") or []
     if not actors:
         lines.append("no workspaces served yet (they start on first use)")
@@ -219,6 +221,20 @@ def confluence_status_line(info: dict[str, Any]) -> str:
     last = info.get("last_run")
     parts.append(f"last run {run_line(last)}" if last else "never run")
     return "confluence: " + "; ".join(parts)
+
+
+def secrets_status_line(info: dict[str, Any]) -> str:
+    """The ``secrets:`` line of ``memoryd status`` and ``doctor`` from the scrubber's entry."""
+    rules = f"{info.get('rule_set')} rules ({info.get('rules')})"
+    user = f"{info.get('extra_patterns', 0)} extra / {info.get('allow_patterns', 0)} allow patterns"
+    line = f"secrets: {rules}, {user}; {info.get('redactions', 0)} redacted since start"
+    by_kind = info.get("by_kind") or {}
+    if by_kind:
+        top = list(by_kind.items())[:5]
+        more = len(by_kind) - len(top)
+        line += " (" + ", ".join(f"{kind} {n}" for kind, n in top)
+        line += f", {more} more kinds)" if more else ")"
+    return line
 
 
 def render_run(run: dict[str, Any]) -> list[str]:

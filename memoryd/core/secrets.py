@@ -223,6 +223,9 @@ class Scrubber:
         if not chosen:
             return []
         same = len(low) == len(text)
+        # A redaction already in the text names a kind ("url-password:…"): nothing in it is
+        # a secret, whatever a rule makes of it.
+        marks = [m.span() for m in REDACTION.finditer(text)] if "[REDACTED:" in text else []
         spans: list[tuple[int, int, str, bool]] = []
         for i in sorted(chosen):
             rule = self.rules[i]
@@ -232,6 +235,12 @@ class Scrubber:
             pos = 0
             while (m := regex.search(hay, pos)) is not None:
                 found = self._secret_span(rule, m, text)
+                if (
+                    found is not None
+                    and marks
+                    and any(a < found[1] and found[0] < b for a, b in marks)
+                ):
+                    found = None
                 if found is not None:
                     spans.append((*found, rule.generic))
                     pos = max(m.end(), pos + 1)

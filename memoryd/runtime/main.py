@@ -127,7 +127,10 @@ class Daemon:
             status_hooks=self.context.extra_status,
         )
         register_secret_methods(
-            self.methods, lambda: self.config, status_hooks=self.context.extra_status
+            self.methods,
+            self.supervisor,
+            lambda: self.config,
+            status_hooks=self.context.extra_status,
         )
         self.server = SocketServer(
             self.socket_path,

@@ -102,6 +102,27 @@ class EmbeddingCacheStore:
                 raise
             conn.execute("COMMIT")
 
+    def delete_keys(self, keys: Sequence[bytes]) -> int:
+        """Forget the vectors of these text keys, for every model; returns how many rows
+        went (``secrets purge`` drops the vectors of texts that held a secret)."""
+        unique = list(dict.fromkeys(keys))
+        if not unique:
+            return 0
+        deleted = 0
+        with self._connection() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for start in range(0, len(unique), _IN_CHUNK):
+                    part = unique[start : start + _IN_CHUNK]
+                    marks = ",".join("?" * len(part))
+                    cur = conn.execute(f"DELETE FROM vectors WHERE key IN ({marks})", part)
+                    deleted += cur.rowcount
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+        return deleted
+
     def count(self, model_id: str | None = None) -> int:
         """How many vectors are cached (for one model, or in all)."""
         with self._connection() as conn:

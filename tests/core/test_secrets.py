@@ -162,3 +162,14 @@ def test_scrubbing_removes_the_value_and_is_idempotent(noise: str, secret: str) 
     once = s.text(f"{noise} {secret} {noise}")
     assert secret not in once
     assert s.text(once) == once
+
+
+def test_redactions_in_urls_and_assignments_are_not_found_again() -> None:
+    s = scrubber()
+    text = (
+        f"https://x.test/items?access_token={SECRETS['aws-access-key']}&page=2\n"
+        "postgres://app:Pa55-w0rd!x@db.internal:5432/app\n"
+    )
+    once = s.text(text)
+    assert s.scan(once) == []
+    assert s.text(once) == once

@@ -12,6 +12,7 @@ model request, or in search results.
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from tests.runtime.daemon_fixtures import (
     home_fixture,  # noqa: F401 - the `home` fixture
     in_process_daemon,
     project,
+    wait_until,
 )
 from tests.support.fake_llm import FakeLLM, Prompt
 
@@ -131,4 +133,85 @@ async def test_planted_secrets_reach_no_file_request_name_or_search_result(
     disk = everything_on_disk(home)
     assert leaks(everything, disk) == []
     assert REDACTION.search(ws.memory_file.read_text(encoding="utf-8"))
-    assert status["secrets"]["redactions"] >= len(everything)
+    assert status["secrets"]["redactions"] >= len(corpus) + len(notes)  # tool lines are cut
+
+
+HASH_EMBEDDINGS = '[embedding]\nprovider = "hash"\n'
+
+
+def note(n: int, p: Planted) -> str:
+    body = "\n".join("    " + line for line in p.text.splitlines())  # no headings inside
+    return f"## Deploy note {n}\n\nThe okapi{n} rollout needed this:\n\n{body}\n"
+
+
+def indexed_text(db: Path) -> str:
+    conn = sqlite3.connect(db)
+    try:
+        return "\n".join(text for (text,) in conn.execute("SELECT text FROM chunks"))
+    finally:
+        conn.close()
+
+
+async def test_purge_leaves_no_secret_on_disk_or_in_the_index_and_search_still_works(
+    home: Path,
+) -> None:
+    corpus = planted(per_kind=2, seed=404)
+    memory_notes, log_notes, history_notes = corpus[0::3], corpus[1::3], corpus[2::3]
+    glob = planted(per_kind=1, seed=405)[:5]
+    ws_path = project(home, "svc")
+    ws = resolve_workspace(ws_path, home / "memory")
+    async with in_process_daemon(config=HASH_EMBEDDINGS) as d:
+        await d.call("memory.files", workspace=str(ws_path))  # the actor makes the dirs
+        # Memory written before the scrubber existed: straight to disk.
+        ws.memory_file.write_text(
+            "# Memory\n\n" + "\n".join(note(n, p) for n, p in enumerate(memory_notes)),
+            encoding="utf-8",
+        )
+        (ws.sessions_dir / "2026-01-02-deploy-abcd1234.md").write_text(
+            "\n".join(note(100 + n, p) for n, p in enumerate(log_notes)), encoding="utf-8"
+        )
+        ws.history_dir.mkdir(exist_ok=True)
+        (ws.history_dir / "MEMORY.20260101T000000.000000Z.md").write_text(
+            "\n".join(note(200 + n, p) for n, p in enumerate(history_notes)), encoding="utf-8"
+        )
+        (ws.history_dir / "dreams.jsonl").write_text(
+            json.dumps({"outcome": "failed", "error": history_notes[0].text}) + "\n",
+            encoding="utf-8",
+        )
+        (home / "memory" / "MEMORY.md").write_text(
+            "# Global\n\n" + "\n".join(note(300 + n, p) for n, p in enumerate(glob)),
+            encoding="utf-8",
+        )
+        await d.call("index.reindex", workspace=str(ws_path))
+
+        async def embedded() -> bool:
+            s = await d.call("index.stats", workspace=str(ws_path))
+            return bool(s["embedding_model"] and s["chunks"] and s["vectors_pending"] == 0)
+
+        await wait_until(embedded, within=20)
+        assert len(leaks(corpus, indexed_text(ws.index_path))) == len(memory_notes + log_notes)
+
+        scanned = await d.call("secrets.scan", all=True)
+        listed = {f["path"] for f in scanned["files"]}
+        assert scanned["findings"] >= len(corpus) + len(glob)
+        assert {"MEMORY.md", ws.memory_file.relative_to(home / "memory").as_posix()} <= listed
+        assert any(".history/" in path for path in listed)
+        assert leaks(corpus + glob, str(scanned)) == []  # never the value
+
+        purged = await d.call("secrets.purge", all=True)
+        [result] = purged["workspaces"]
+        assert purged["global"]["redacted"] >= len(glob)
+        assert result["history_files"] == 2 and result["chunks_dropped"] > 0
+        assert result["cache_entries_dropped"] == 0  # the hash provider is not cached
+
+        again = await d.call("secrets.scan", all=True)
+        assert again["findings"] == 0, again["files"]
+        await wait_until(embedded, within=20)
+        after = await d.search(ws_path, "okapi7 rollout", min_score=0.0)
+        assert any("okapi7" in r["snippet"] for r in after["results"]), after
+        assert "[REDACTED:" in str(after)
+        found = [await d.search(ws_path, p.values[0][:60], min_score=0.0) for p in corpus[::4]]
+        assert leaks(corpus + glob, str(found)) == []
+
+    assert leaks(corpus + glob, everything_on_disk(home)) == []  # the index file included
+    json.loads((ws.history_dir / "dreams.jsonl").read_text(encoding="utf-8"))  # still JSON

@@ -1,26 +1,146 @@
-"""Socket methods of the secret scrubber (SPEC §18) and its ``daemon.status`` entry.
+"""Socket methods of the secret scrubber (SPEC §18): secrets.scan, secrets.purge, and the
+``daemon.status`` entry.
 
-``daemon.status`` gets ``secrets``: the rule set, the user's rule counts and the redactions
-made since the daemon started, by kind (never a value).
+- ``secrets.scan {workspace | all: true}`` lists the secrets in memory files already on disk:
+  one workspace's directory, or (``all``) the whole memory root — file, line, kind and
+  fingerprint, never the value. It reads files only; no actor is needed.
+- ``secrets.purge {workspace | all: true}`` redacts them in place through the workspace's
+  actor (:mod:`memoryd.runtime.workspace.purge`). With ``all``, the files outside any
+  workspace (the global ``MEMORY.md``, ``experience.md``, their history, the confluence
+  state) are redacted first, then every registered workspace is purged and re-synced (its
+  index holds the global memory too). A registered workspace whose directory is gone has
+  its files redacted and its index file removed (rebuilt from the redacted files when it is
+  served again).
+- ``daemon.status`` gets ``secrets``: the rule set, the user's rule counts and the
+  redactions made since the daemon started, by kind.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import anyio
+
+from memoryd.core import params as p
 from memoryd.core.config import Config
+from memoryd.core.secrets import Scrubber
+from memoryd.errors import InvalidParams, MemorydError
 from memoryd.runtime.rpc.table import MethodTable
+from memoryd.runtime.supervisor import Supervisor
+from memoryd.runtime.workspace.purge import describe, redact_files, scan_files
+from memoryd.store.index.guard import discard_files
+from memoryd.store.layout import resolve_workspace
+from memoryd.store.registry import load_registry
+from memoryd.store.secretscan import FileScan, memory_text_files
 
 StatusHook = Callable[[], dict[str, Any]]
 
 
+def _target(params: dict[str, Any]) -> str | None:
+    """The workspace named, or None for ``all``; exactly one of them."""
+    p.known_only(params, ("workspace", "all"))
+    every = p.boolean(params, "all", False)
+    if every:
+        if "workspace" in params:
+            raise InvalidParams("give either 'workspace' or 'all', not both", param="all")
+        return None
+    workspace: str = p.string(params, "workspace", max_len=4096)
+    if not os.path.isabs(workspace):
+        raise InvalidParams(
+            f"parameter 'workspace' must be an absolute path, got {workspace!r}", param="workspace"
+        )
+    return workspace
+
+
+def _outside_workspaces(root: Path) -> list[Path]:
+    """The text files of the memory root that belong to no workspace directory."""
+    dirs = {e.dirname for e in load_registry(root)}
+    return [
+        f
+        for f in memory_text_files(root)
+        if f.relative_to(root).parts[0] not in dirs
+        and not (root / f.relative_to(root).parts[0] / "index.sqlite").exists()
+    ]
+
+
 def register_secret_methods(
     table: MethodTable,
+    supervisor: Supervisor,
     config: Callable[[], Config],
     *,
     status_hooks: list[StatusHook] | None = None,
 ) -> None:
-    """Add the scrubber's ``daemon.status`` entry (``config`` is read at each call)."""
+    """Add ``secrets.scan`` and ``secrets.purge`` (``config`` is read at each call)."""
+
+    def scrubber() -> Scrubber:
+        return config().secrets.scrubber()
+
+    def reply(scans: list[FileScan]) -> dict[str, Any]:
+        files = describe(scans, supervisor.root)
+        info = scrubber().describe()
+        return {
+            "files": files,
+            "findings": sum(len(f["findings"]) for f in files),
+            "rule_set": info["rule_set"],
+        }
+
+    @table.method("secrets.scan")
+    async def scan(params: dict[str, Any]) -> dict[str, Any]:
+        workspace = _target(params)
+        root = supervisor.root
+        if workspace is None:
+            directory = root
+        else:
+            ws = await anyio.to_thread.run_sync(resolve_workspace, Path(workspace), root)
+            directory = ws.dir
+        files = await anyio.to_thread.run_sync(memory_text_files, directory)
+        scans = await anyio.to_thread.run_sync(scan_files, files, scrubber())
+        return {"scanned": len(files), **reply(scans)}
+
+    @table.method("secrets.purge")
+    async def purge(params: dict[str, Any]) -> dict[str, Any]:
+        workspace = _target(params)
+        if workspace is not None:
+            async with supervisor.order.write(workspace):
+                actor = await supervisor.actor_for(workspace)
+                return {"workspaces": [{"workspace": workspace, **await actor.secrets_purge()}]}
+        return await _purge_all(supervisor, scrubber())
+
     if status_hooks is not None:
-        status_hooks.append(lambda: {"secrets": config().secrets.scrubber().describe()})
+        status_hooks.append(lambda: {"secrets": scrubber().describe()})
+
+
+async def _purge_all(supervisor: Supervisor, scrubber: Scrubber) -> dict[str, Any]:
+    root = supervisor.root
+    outside = await anyio.to_thread.run_sync(_outside_workspaces, root)
+    scans = await anyio.to_thread.run_sync(scan_files, outside, scrubber)
+    rewritten, redacted = await redact_files(scans, scrubber)
+    out: dict[str, Any] = {
+        "global": {
+            "files": [f.relative_to(root).as_posix() for f in rewritten],
+            "redacted": redacted,
+        },
+        "workspaces": [],
+    }
+    for entry in await anyio.to_thread.run_sync(load_registry, root):
+        try:
+            async with supervisor.order.write(entry.path):
+                actor = await supervisor.actor_for(entry.path)
+                result = await actor.secrets_purge()
+        except MemorydError as exc:  # gone or failing: redact its files, drop its index
+            directory = root / entry.dirname
+            files = await anyio.to_thread.run_sync(memory_text_files, directory)
+            found = await anyio.to_thread.run_sync(scan_files, files, scrubber)
+            done, count = await redact_files(found, scrubber)
+            await anyio.to_thread.run_sync(discard_files, directory / "index.sqlite")
+            result = {
+                "files": [f.relative_to(root).as_posix() for f in done],
+                "redacted": count,
+                "index_removed": True,
+                "error": str(exc),
+            }
+        out["workspaces"].append({"workspace": entry.path, **result})
+    return out

@@ -28,6 +28,7 @@ from memoryd.errors import ActorUnavailable, MemorydError, WatcherUnavailable, l
 from memoryd.providers.embeddings import EmbeddingProvider
 from memoryd.providers.llm import ChatModel
 from memoryd.runtime.adapters.watcher import watch_memory, workspace_targets
+from memoryd.runtime.workspace import purge
 from memoryd.runtime.workspace.dreamer import Dreamer
 from memoryd.runtime.workspace.ingest import Ingestor
 from memoryd.runtime.workspace.memory import WorkspaceMemory
@@ -35,6 +36,7 @@ from memoryd.runtime.workspace.search import SearchResponse
 from memoryd.runtime.workspace.sessions import SessionManager
 from memoryd.store.files import read_text, sweep_temp_files
 from memoryd.store.layout import Workspace, ensure_workspace_dirs, global_memory_file
+from memoryd.store.secretscan import FileScan
 
 log = structlog.get_logger(__name__)
 
@@ -301,6 +303,19 @@ class WorkspaceActor:
         with self._request():
             async with self._write_lock:
                 out = await self.memory.reindex(embeddings)
+        self._embed_wakeup.set()
+        return out
+
+    # secrets (SPEC §18) ---------------------------------------------------------------
+
+    async def secrets_scan(self) -> list[FileScan]:
+        with self._request():
+            return await purge.scan_workspace(self.memory, self.config.secrets.scrubber())
+
+    async def secrets_purge(self) -> dict[str, Any]:
+        with self._request():
+            async with self._write_lock:
+                out = await purge.purge_workspace(self.memory, self.config.secrets.scrubber())
         self._embed_wakeup.set()
         return out
 

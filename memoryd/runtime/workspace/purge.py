@@ -1,0 +1,133 @@
+"""``secrets scan`` and ``secrets purge`` for one workspace (SPEC §18).
+
+**Scan** lists the secrets in the workspace's files on disk (``MEMORY.md``, session logs,
+journals, ``.history/`` backups, ``dreams.jsonl``): file, line, kind and fingerprint, never
+the value.
+
+**Purge**, run by the workspace's actor under its write lock, in this order:
+
+1. the chunk texts in the index that hold a secret are noted (their embedding-cache entries
+   are keyed by the text);
+2. each file with a secret is rewritten atomically with the secret redacted, under the
+   file's lock — ``.history/`` backups included, since a backup holding the secret would
+   defeat the purge (``dream --undo`` then restores the redacted version). The journals of
+   sessions open right now (``sessions/.live/``) are left alone: a rename under an open
+   journal would lose its next appends; they hold only scrubbed messages unless they predate
+   the scrubber, and are removed when the session closes;
+3. the noted texts' embedding-cache entries are deleted (every model);
+4. the index re-syncs what changed (the affected chunks and their vectors go, the redacted
+   text is chunked and embedded anew), then is compacted (FTS5 segments merged, free pages
+   dropped, WAL truncated) so nothing of a secret stays in the file's free space.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import structlog
+
+from memoryd.core.secrets import Scrubber
+from memoryd.providers.cache import CachedProvider, text_key
+from memoryd.runtime.workspace.filelock import file_lock
+from memoryd.runtime.workspace.memory import WorkspaceMemory
+from memoryd.store.secretscan import (
+    FileScan,
+    compact_index,
+    memory_text_files,
+    redact_file,
+    scan_file,
+)
+
+log = structlog.get_logger(__name__)
+
+LIVE_DIR = ".live"
+
+
+def scan_files(files: list[Path], scrubber: Scrubber) -> list[FileScan]:
+    """The files among ``files`` that hold a secret, with their findings (blocking)."""
+    return [scanned for p in files if (scanned := scan_file(p, scrubber)).findings]
+
+
+def describe(scans: list[FileScan], root: Path) -> list[dict[str, Any]]:
+    """The ``files`` entry of a scan reply: path (relative to the memory root), findings."""
+    return [
+        {
+            "path": s.path.relative_to(root).as_posix(),
+            "findings": [
+                {"line": f.line, "kind": f.kind, "fingerprint": f.fingerprint} for f in s.findings
+            ],
+        }
+        for s in scans
+    ]
+
+
+async def scan_workspace(memory: WorkspaceMemory, scrubber: Scrubber) -> list[FileScan]:
+    files = await anyio.to_thread.run_sync(memory_text_files, memory.workspace.dir)
+    return await anyio.to_thread.run_sync(scan_files, files, scrubber)
+
+
+def _is_live_journal(path: Path) -> bool:
+    return path.parent.name == LIVE_DIR
+
+
+async def redact_files(scans: list[FileScan], scrubber: Scrubber) -> tuple[list[Path], int]:
+    """Rewrite each scanned file with its secrets redacted (open-session journals skipped);
+    returns the files rewritten and the secrets redacted."""
+    done: list[Path] = []
+    count = 0
+    for scanned in scans:
+        if _is_live_journal(scanned.path):
+            continue
+        async with file_lock(scanned.path):
+            n = await anyio.to_thread.run_sync(redact_file, scanned.path, scrubber)
+        if n:
+            done.append(scanned.path)
+            count += n
+    return done, count
+
+
+async def purge_workspace(memory: WorkspaceMemory, scrubber: Scrubber) -> dict[str, Any]:
+    """Purge the workspace's files and index as the module docstring says (global files the
+    caller redacted before are re-synced into this index too)."""
+    root = memory.root
+    scans = await scan_workspace(memory, scrubber)
+
+    def affected_texts() -> list[str]:
+        rows = memory.index.conn.execute("SELECT text FROM chunks")
+        return [text for (text,) in rows if scrubber.scan(text)]
+
+    texts = await memory._run(affected_texts)
+    rewritten, redacted = await redact_files(scans, scrubber)
+    dropped = 0
+    provider = memory.provider
+    if texts and isinstance(provider, CachedProvider):
+        keys = [text_key(t) for t in texts]
+        dropped = await anyio.to_thread.run_sync(provider.store.delete_keys, keys)
+    synced = await memory.reconcile()
+    await memory._run(lambda: compact_index(memory.index.conn))
+    skipped = [s for s in scans if _is_live_journal(s.path)]
+    out = {
+        "files": [p.relative_to(root).as_posix() for p in rewritten],
+        "redacted": redacted,
+        "history_files": sum(1 for p in rewritten if ".history" in p.parts),
+        "chunks_dropped": len(texts),
+        "cache_entries_dropped": dropped,
+        "reindexed_files": synced,
+        "skipped": [
+            {
+                "path": s.path.relative_to(root).as_posix(),
+                "reason": "the journal of an open session (removed when it closes)",
+            }
+            for s in skipped
+        ],
+    }
+    log.warning(
+        "secrets.purge",
+        workspace=memory.workspace.key.dirname,
+        files=len(rewritten),
+        redacted=redacted,
+        chunks=len(texts),
+    )
+    return out

@@ -1,0 +1,161 @@
+"""Secrets in memory already on disk: find them, redact them in place (SPEC §18) — blocking I/O.
+
+:func:`memory_text_files` lists every text file under a directory of the memory tree
+(memory files, session logs, journals, ``.history/`` backups and ``dreams.jsonl``, the
+confluence state), leaving out SQLite files, the embedding cache and lock files.
+:func:`scan_file` finds the secrets in one (line, kind, fingerprint — never the value);
+:func:`redact_file` rewrites it atomically with each secret replaced by its redaction. A
+``.jsonl`` file is redacted line by line through its decoded JSON strings (an escaped
+``\\n`` inside a PEM block stays valid JSON); other files as text.
+
+:func:`compact_index` clears what SQLite keeps of deleted rows: FTS5 segments are merged
+(``optimize``), free pages dropped (``VACUUM``) and the WAL truncated, so a purged secret is
+not left in the index file's free space.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from memoryd.core.secrets import Finding, Scrubber
+from memoryd.store.files import atomic_write_text
+
+#: Files never scanned: SQLite databases (and their WAL/SHM), locks, the embedding cache.
+SKIPPED_SUFFIXES = (".sqlite", ".sqlite-wal", ".sqlite-shm", ".sqlite-journal", ".lock")
+SKIPPED_DIRS = frozenset({".cache"})
+MAX_SCAN_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class FileScan:
+    """The secrets found in one file."""
+
+    path: Path
+    findings: tuple[Finding, ...]
+
+
+def memory_text_files(directory: Path) -> list[Path]:
+    """Every regular text file under ``directory`` (recursively, symlinks not followed)."""
+    out: list[Path] = []
+    if not directory.is_dir():
+        return out
+    for dirpath, dirnames, filenames in os.walk(directory):
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIPPED_DIRS)
+        for name in sorted(filenames):
+            if name.endswith(SKIPPED_SUFFIXES):
+                continue
+            path = Path(dirpath) / name
+            try:
+                st = path.lstat()
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode) and st.st_size <= MAX_SCAN_BYTES:
+                out.append(path)
+    return out
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_bytes().decode("utf-8", "surrogateescape")
+    except OSError:
+        return None
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+
+
+def _scrub_json(value: Any, scrubber: Scrubber) -> Any:
+    if isinstance(value, str):
+        return scrubber.text(value)
+    if isinstance(value, dict):
+        return {k: _scrub_json(v, scrubber) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrub_json(v, scrubber) for v in value]
+    return value
+
+
+def _json_line(line: str) -> Any:
+    try:
+        return json.loads(line)
+    except ValueError:
+        return None
+
+
+def scan_text(text: str, scrubber: Scrubber, *, jsonl: bool = False) -> list[Finding]:
+    """The secrets in a file's text; for JSON lines, in each line's decoded strings (the
+    line number is the record's)."""
+    if not jsonl:
+        return scrubber.scan(text)
+    found: list[Finding] = []
+    for number, line in enumerate(text.split("\n"), 1):
+        record = _json_line(line) if line.strip() else None
+        parts = list(_strings(record)) if record is not None else [line]
+        for part in parts:
+            found.extend(
+                Finding(f.kind, f.fingerprint, f.start, f.end, number) for f in scrubber.scan(part)
+            )
+    return found
+
+
+def scan_file(path: Path, scrubber: Scrubber) -> FileScan:
+    text = _read(path)
+    findings = () if text is None else tuple(scan_text(text, scrubber, jsonl=_is_jsonl(path)))
+    return FileScan(path, findings)
+
+
+def _is_jsonl(path: Path) -> bool:
+    return path.suffix == ".jsonl"
+
+
+def redacted_text(text: str, scrubber: Scrubber, *, jsonl: bool = False) -> str:
+    """``text`` with every secret redacted (JSON lines stay valid JSON)."""
+    if not jsonl:
+        return scrubber.text(text)
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        record = _json_line(line)
+        if record is None:
+            lines[i] = scrubber.text(line)
+            continue
+        cleaned = _scrub_json(record, scrubber)
+        if cleaned != record:
+            lines[i] = json.dumps(cleaned, ensure_ascii=False, separators=(",", ":"))
+    return "\n".join(lines)
+
+
+def redact_file(path: Path, scrubber: Scrubber) -> int:
+    """Rewrite ``path`` atomically with its secrets redacted; returns how many were found
+    (0: the file is left as it is)."""
+    text = _read(path)
+    if text is None:
+        return 0
+    jsonl = _is_jsonl(path)
+    found = scan_text(text, scrubber, jsonl=jsonl)
+    if not found:
+        return 0
+    atomic_write_text(path, redacted_text(text, scrubber, jsonl=jsonl))
+    return len(found)
+
+
+def compact_index(conn: Any) -> None:
+    """Merge the FTS5 segments, drop free pages and truncate the WAL of an index
+    connection in autocommit mode."""
+    conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('optimize')")
+    conn.execute("VACUUM")
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
