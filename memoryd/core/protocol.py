@@ -1,16 +1,22 @@
 """JSON-RPC 2.0 message shapes of the socket protocol (SPEC §11), as pure functions.
 
 One message per line (UTF-8 JSON, ``\\n``-terminated). The server side uses
-:func:`decode_line` (bytes in, a :class:`Request`, an :class:`ErrorReply` to send back, or
-``None`` for nothing to do) and :func:`encode_result` / :func:`encode_error` /
-:func:`error_reply`; the client side uses :func:`encode_request` and :func:`decode_response`.
+:func:`decode_line` (bytes in, a :class:`Request`, a :class:`Batch`, an :class:`ErrorReply` to
+send back, or ``None`` for nothing to do) and :func:`encode_result` / :func:`encode_error` /
+:func:`error_reply` / :func:`encode_batch`; the client side uses :func:`encode_request` and
+:func:`decode_response`.
 
 Error codes: the JSON-RPC ones below, and every error reply also carries a memoryd code in
 ``error.data.code`` (``parse_error``, ``invalid_request``, ``request_too_large``,
 ``method_not_found``, ``invalid_params``, ``internal_error`` or the ``code`` of the
 :class:`~memoryd.errors.MemorydError` a method raised), so a client needs only that field.
 
-Choices where JSON-RPC leaves room: batches (JSON arrays) are refused with -32600; ``params``
+Batches (a JSON array of requests) get one array of replies, one per member that is not a
+notification, each as that member alone would get it (an invalid member is an error in the
+array, never a failure of the others); nothing is sent when every member is a notification.
+An empty array, or one of more than :data:`MAX_BATCH` members, is refused whole with -32600.
+
+Choices where JSON-RPC leaves room: ``params``
 must be an object or absent (by-name parameters only; anything else is -32602); an ``id`` may
 be a string, an integer or null (a boolean, float, array or object is -32600); a
 notification (no ``id``) is executed but never answered, not even with an error; a blank line
@@ -45,6 +51,9 @@ CODE_NAMES: Final[dict[int, str]] = {
 
 REQUEST_TOO_LARGE: Final = "request_too_large"
 REQUEST_TIMEOUT: Final = "request_timeout"
+
+MAX_BATCH: Final = 64
+"""The most members one batch may have (a connection runs at most 64 requests at once)."""
 
 RequestId = int | str | None
 """A JSON-RPC id: a string, an integer or null."""
@@ -83,6 +92,13 @@ class Response:
     error: ErrorReply | None = None
 
 
+@dataclass(frozen=True)
+class Batch:
+    """A decoded batch: each member is a request to run or an error to send back in place."""
+
+    members: tuple[Request | ErrorReply, ...]
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
@@ -107,11 +123,12 @@ def _valid_id(value: object) -> bool:
     return value is None or isinstance(value, str) or type(value) is int
 
 
-def decode_line(line: bytes) -> Request | ErrorReply | None:
+def decode_line(line: bytes) -> Request | Batch | ErrorReply | None:
     """Decode one line (without its ``\\n``); never raises.
 
-    Returns a :class:`Request` to dispatch, an :class:`ErrorReply` to send back, or ``None``
-    when there is nothing to do (a blank line, or a notification whose params are invalid).
+    Returns a :class:`Request` to dispatch, a :class:`Batch` of them, an :class:`ErrorReply`
+    to send back, or ``None`` when there is nothing to do (a blank line, or a notification
+    whose params are invalid).
     """
     try:
         text = line.decode("utf-8")
@@ -125,12 +142,36 @@ def decode_line(line: bytes) -> Request | ErrorReply | None:
         return ErrorReply(None, PARSE_ERROR, "parse error: JSON nested too deeply")
     except ValueError as exc:  # JSONDecodeError, NaN/Infinity, integers too long
         return ErrorReply(None, PARSE_ERROR, f"parse error: {exc}")
+    if isinstance(message, list):
+        return _batch_from(message)
     return _request_from(message)
+
+
+def _batch_from(messages: list[Any]) -> Batch | ErrorReply:
+    if not messages:
+        return ErrorReply(None, INVALID_REQUEST, "invalid request: an empty batch")
+    if len(messages) > MAX_BATCH:
+        return ErrorReply(
+            None,
+            INVALID_REQUEST,
+            f"invalid request: a batch may hold at most {MAX_BATCH} requests, got {len(messages)}",
+            {"max_batch": MAX_BATCH},
+        )
+    members = (_request_from(m) for m in messages)
+    return Batch(tuple(m for m in members if m is not None))
+
+
+def encode_batch(replies: list[bytes]) -> bytes:
+    """One line holding the replies (each an encoded line) as a JSON array; empty when there
+    is none to send."""
+    if not replies:
+        return b""
+    return b"[" + b",".join(reply.rstrip(b"\n") for reply in replies) + b"]\n"
 
 
 def _request_from(message: object) -> Request | ErrorReply | None:
     if isinstance(message, list):
-        return ErrorReply(None, INVALID_REQUEST, "invalid request: batches are not supported")
+        return ErrorReply(None, INVALID_REQUEST, "invalid request: a batch inside a batch")
     if not isinstance(message, dict):
         kind = type(message).__name__ if message is not None else "null"
         return ErrorReply(None, INVALID_REQUEST, f"invalid request: expected an object, not {kind}")
@@ -194,7 +235,23 @@ def error_reply(request_id: RequestId, error: MemorydError) -> ErrorReply:
         code = METHOD_NOT_FOUND
     else:
         code = SERVER_ERROR
-    return ErrorReply(request_id, code, error.message, error.to_dict())
+    return ErrorReply(request_id, code, error.message, plain_data(error.to_dict()))
+
+
+def plain_data(data: dict[str, Any]) -> dict[str, Any]:
+    """``error.data`` as plain JSON: strings, numbers, booleans, null, lists and objects of
+    them as they are; anything else (a path, an enum …) as its ``str()``, never a repr."""
+    return {str(key): _plain(value) for key, value in data.items()}
+
+
+def _plain(value: Any) -> Any:
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, dict):
+        return plain_data(value)
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_plain(item) for item in value]
+    return str(value)
 
 
 def decode_response(line: bytes) -> Response:

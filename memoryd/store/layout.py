@@ -78,12 +78,12 @@ def resolve_workspace(path: str | Path, memory_root: Path) -> Workspace:
     if not text or "\x00" in text or not os.path.isabs(text):
         raise WorkspaceNotFound(
             f"workspace must be an absolute path to a directory, got {_show(text)}",
-            path=_show(text),
+            path=_bounded(text),
         )
     canonical = Path(os.path.realpath(text))
     if not os.path.isdir(canonical):
         raise WorkspaceNotFound(
-            f"workspace {_show(text)} is not an existing directory", path=_show(text)
+            f"workspace {_show(text)} is not an existing directory", path=_bounded(text)
         )
     key = make_workspace_key(find_origin(canonical), str(canonical))
     return Workspace(path=canonical, key=key, dir=memory_root / key.dirname)
@@ -154,8 +154,8 @@ def resolve_client_path(root: Path, ws: Workspace, rel: str) -> Path:
     """
 
     def refuse(reason: str) -> PathOutsideMemory:
-        shown = _show(rel)
-        return PathOutsideMemory(f"path {shown} is refused: {reason}", path=shown)
+        plain = _bounded(rel) if isinstance(rel, str) else None
+        return PathOutsideMemory(f"path {_show(rel)} is refused: {reason}", path=plain)
 
     if not isinstance(rel, str):
         raise refuse("a path must be a string")
@@ -198,6 +198,12 @@ def resolve_client_path(root: Path, ws: Workspace, rel: str) -> Path:
     if not inside:
         raise refuse("it resolves (through a symlink) outside this workspace's memory")
     return candidate
+
+
+def _bounded(text: str, limit: int = 200) -> str:
+    """A client-supplied string as it is (for ``error.data``: plain JSON, no quoting), cut to
+    ``limit`` characters."""
+    return text if len(text) <= limit else f"{text[:limit]}…"
 
 
 def _show(text: str) -> str:

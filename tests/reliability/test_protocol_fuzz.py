@@ -180,15 +180,18 @@ class Conversation:
             if line is None:
                 self._reconnected()
                 return
-            reply = json.loads(line)
-            self.replies += 1
-            assert reply.get("jsonrpc") == "2.0", reply
-            assert ("result" in reply) != ("error" in reply), reply
-            if "error" in reply:
-                assert isinstance(reply["error"]["code"], int), reply
-                assert isinstance(reply["error"]["data"]["code"], str), reply
-            if reply.get("id") == self.next_id:
-                assert reply["result"] == {"ok": True}, reply
+            decoded = json.loads(line)
+            batch = decoded if isinstance(decoded, list) else [decoded]  # a batch's replies
+            assert batch, "an empty batch reply is never sent"
+            for reply in batch:
+                self.replies += 1
+                assert reply.get("jsonrpc") == "2.0", reply
+                assert ("result" in reply) != ("error" in reply), reply
+                if "error" in reply:
+                    assert isinstance(reply["error"]["code"], int), reply
+                    assert isinstance(reply["error"]["data"]["code"], str), reply
+            if not isinstance(decoded, list) and decoded.get("id") == self.next_id:
+                assert decoded["result"] == {"ok": True}, decoded
                 return
 
     def _line(self, deadline: float) -> bytes | None:

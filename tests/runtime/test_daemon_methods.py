@@ -6,6 +6,7 @@ and the confinement and line windows of ``memory.get`` (issue 3 item 5).
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -139,6 +140,31 @@ async def test_pipelined_requests_are_answered_with_their_ids(home: Path) -> Non
         assert replies[4]["error"]["code"] == INVALID_PARAMS
         assert replies[5]["error"]["code"] == -32601
         assert replies[6]["result"]["pid"] == os.getpid()
+
+
+async def test_a_batch_is_answered_per_member_with_plain_error_data(home: Path) -> None:
+    ws = str(project(home, "app"))
+    async with in_process_daemon() as d:
+        members = [
+            {"jsonrpc": "2.0", "id": 1, "method": "memory.remember",
+             "params": {"workspace": ws, "text": "batches answer each member"}},
+            {"jsonrpc": "2.0", "id": 2, "method": "memory.search",
+             "params": {"workspace": ws, "query": "batches"}},
+            {"jsonrpc": "2.0", "id": 3, "method": "memory.search",
+             "params": {"workspace": "/nonexistent/dir", "query": "x"}},
+            {"jsonrpc": "2.0", "id": 4, "method": "memory.get",
+             "params": {"workspace": ws, "path": "../x"}},
+        ]  # fmt: skip
+        [replies] = await exchange(d.socket, json.dumps(members).encode() + b"\n", 1)
+        by_id = {reply["id"]: reply for reply in replies}
+        assert by_id[1]["result"]["written"] is True
+        # members run in order: the search sees the note remembered just before it
+        assert "batches answer" in by_id[2]["result"]["results"][0]["snippet"]
+        assert by_id[3]["error"]["data"] == {
+            "code": "workspace_not_found",
+            "path": "/nonexistent/dir",  # as sent, not "'/nonexistent/dir'"
+        }
+        assert by_id[4]["error"]["data"] == {"code": "path_outside_memory", "path": "../x"}
 
 
 async def test_pipelined_writes_apply_in_order_and_a_later_read_sees_them(home: Path) -> None:

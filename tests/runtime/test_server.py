@@ -253,10 +253,46 @@ async def test_malformed_json_gets_a_parse_error_and_the_connection_carries_on(
     assert replies[1] == {"jsonrpc": "2.0", "id": 2, "result": {}}
 
 
-async def test_a_json_array_is_an_invalid_request(sock_path: Path) -> None:
-    async with running(sock_path, Service()), Healthy(sock_path):
-        [reply] = await exchange(sock_path, b'[{"jsonrpc":"2.0","id":1,"method":"echo"}]\n')
+async def test_a_batch_gets_one_array_with_a_reply_per_member(sock_path: Path) -> None:
+    service = Service()
+    batch = [
+        {"jsonrpc": "2.0", "id": 1, "method": "echo", "params": {"n": 1}},
+        {"jsonrpc": "2.0", "method": "echo", "params": {"note": True}},  # notification
+        {"jsonrpc": "2.0", "id": 2, "method": "add", "params": {"a": 1, "b": "x"}},
+        {"jsonrpc": "2.0", "id": 3, "method": "memory.nope"},
+        {"jsonrpc": "2.0", "id": 4},  # no method: this member alone is invalid
+        [1, 2],
+        {"jsonrpc": "2.0", "id": 5, "method": "boom"},
+        {"jsonrpc": "2.0", "id": 6, "method": "add", "params": {"a": 2, "b": 3}},
+    ]
+    async with running(sock_path, service), Healthy(sock_path):
+        lines = await exchange(sock_path, json.dumps(batch).encode() + b"\n" + rpc(7, "echo"))
+        (replies,) = [line for line in lines if isinstance(line, list)]
+        assert {"jsonrpc": "2.0", "id": 7, "result": {}} in lines  # the connection carried on
+        assert service.calls["echo"] >= 2  # the notification ran
+        only_notes = json.dumps([{"jsonrpc": "2.0", "method": "echo"}] * 2).encode() + b"\n"
+        assert await exchange(sock_path, only_notes + rpc(8, "echo")) == [
+            {"jsonrpc": "2.0", "id": 8, "result": {}}  # nothing sent for the notifications
+        ]
+    assert isinstance(replies, list) and len(replies) == 7
+    assert replies[0] == {"jsonrpc": "2.0", "id": 1, "result": {"n": 1}}
+    assert error_of(replies[1]) == (2, INVALID_PARAMS, "invalid_params")
+    assert error_of(replies[2])[:2] == (3, METHOD_NOT_FOUND)
+    assert error_of(replies[3]) == (4, INVALID_REQUEST, "invalid_request")
+    assert error_of(replies[4]) == (None, INVALID_REQUEST, "invalid_request")
+    assert error_of(replies[5]) == (5, INTERNAL_ERROR, "internal_error")
+    assert replies[6] == {"jsonrpc": "2.0", "id": 6, "result": 5}
+
+
+@pytest.mark.parametrize("size", [0, 65])
+async def test_an_empty_or_oversized_batch_is_refused_whole(sock_path: Path, size: int) -> None:
+    service = Service()
+    batch = [{"jsonrpc": "2.0", "id": i, "method": "echo"} for i in range(size)]
+    async with running(sock_path, service), Healthy(sock_path):
+        [reply] = await exchange(sock_path, json.dumps(batch).encode() + b"\n")
     assert error_of(reply) == (None, INVALID_REQUEST, "invalid_request")
+    assert ("empty" if size == 0 else "at most 64") in reply["error"]["message"]
+    assert service.calls.get("echo", 0) == 0
 
 
 async def test_a_json_number_is_an_invalid_request(sock_path: Path) -> None:

@@ -18,7 +18,8 @@
    never starves, whatever clients do. Then one JSON-RPC message per line; a partial line
    older than ``request_timeout`` seconds gets an error (``request_timeout``) and the
    connection is closed (an idle connection between lines may stay). Each request runs in
-   its own task (at most ``max_in_flight`` per connection;
+   its own task (a batch: one task running its members, answered as one array; at most
+   ``max_in_flight`` per connection;
    beyond that the connection is not read, so a client cannot queue unbounded work) and its
    reply is written when it completes, carrying its id; writes are serialised and each must
    finish within ``send_timeout`` or the connection is given up (a client that stops reading
@@ -56,9 +57,11 @@ from memoryd.core.protocol import (
     REQUEST_TIMEOUT,
     REQUEST_TOO_LARGE,
     SERVER_ERROR,
+    Batch,
     ErrorReply,
     Request,
     decode_line,
+    encode_batch,
     encode_error,
     encode_result,
     error_reply,
@@ -336,7 +339,10 @@ class _Connection:
                 await self._send(message.encode())
                 continue
             await self._slots.acquire()
-            tg.start_soon(self._answer, message)
+            if isinstance(message, Batch):
+                tg.start_soon(self._answer_batch, message)
+            else:
+                tg.start_soon(self._answer, message)
 
     async def _read_line(self) -> bytes:
         """The next request line (without its newline).
@@ -397,6 +403,28 @@ class _Connection:
             reply = await self._call(request)
             if not request.notification:
                 await self._send(reply)
+        finally:
+            self._slots.release()
+
+    async def _answer_batch(self, batch: Batch) -> None:
+        """Run a batch's members (in order of arrival, concurrently, as pipelined requests
+        run); send their replies as one array once all have answered."""
+        replies: list[bytes | None] = [None] * len(batch.members)
+
+        async def run(index: int, request: Request) -> None:
+            reply = await self._call(request)
+            replies[index] = None if request.notification else reply
+
+        try:
+            async with anyio.create_task_group() as tg:
+                for index, member in enumerate(batch.members):
+                    if isinstance(member, ErrorReply):
+                        replies[index] = member.encode()
+                    else:
+                        tg.start_soon(run, index, member)
+            payload = encode_batch([reply for reply in replies if reply is not None])
+            if payload:
+                await self._send(payload)
         finally:
             self._slots.release()
 
