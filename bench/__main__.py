@@ -125,6 +125,8 @@ def main(argv: list[str]) -> int:
                 suite.memory(plan.soak_secs, variants=plan.rss_variants)
             if suite.wants("local"):
                 suite.part("local provider", suite.local_provider)
+            if suite.wants("secrets"):
+                suite.part("secret scrubbing", suite.secrets)
     finally:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)

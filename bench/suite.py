@@ -32,6 +32,7 @@ from bench.raw import (
     read_chunk_rows,
 )
 from bench.report import Row, median, percentile
+from bench.scrubbing import scrubbing_rows
 from memoryd.core.ranking import RankParams
 
 MB = 1024 * 1024
@@ -93,7 +94,17 @@ FULL = Plan(
 )
 
 
-ONLY_CHOICES = ("cold", "fts", "resync", "tts", "clients", "hybrid", "memory", "local")
+ONLY_CHOICES = (
+    "cold",
+    "fts",
+    "resync",
+    "tts",
+    "clients",
+    "hybrid",
+    "memory",
+    "local",
+    "secrets",
+)
 """Scenario groups ``--only`` can pick (corpora are always written; ``fts``, ``resync``,
 ``tts``, ``clients`` and ``hybrid`` need ``cold``, which is then run too)."""
 
@@ -452,6 +463,10 @@ class Suite:
         )
 
     # ------------------------------------------------------------------ local provider
+
+    def secrets(self) -> None:
+        """The secret scrubber: cost per 1 KB message, recall, clean notes altered."""
+        self.rows += scrubbing_rows()
 
     def local_provider(self) -> None:
         try:
