@@ -116,6 +116,7 @@ class WorkspaceActor:
                 if self.watcher == "starting":
                     self.watcher = "watching"
                 tg.start_soon(self._reconcile_loop)
+                tg.start_soon(self._big_sync_loop)
                 tg.start_soon(self._embed_loop)
                 await tg.start(self.sessions.run)
                 tg.start_soon(self._dream_check_loop)
@@ -185,6 +186,14 @@ class WorkspaceActor:
             return
         # The watcher returned on its own: poll from now on.
         self.watcher = "polling"
+
+    async def _big_sync_loop(self) -> None:
+        """Sync the big files a search left behind (it does not wait for them)."""
+        while True:
+            await self.memory.big_pending.wait()
+            report = await self.memory.sync_big()
+            if report.changed:
+                self._embed_wakeup.set()
 
     async def _reconcile_loop(self) -> None:
         while True:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -48,6 +49,7 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 
 BATCH_SYNC_MIN = 16  # sync this many dirty files or more in batched transactions
+BIG_SYNC_BYTES = 1 << 20  # a dirty file this big is read and chunked outside the DB phase
 MAX_GET_CHARS = 256 * 1024  # memory.get answers at most this much text; the rest by `from`
 
 
@@ -87,6 +89,9 @@ class WorkspaceMemory:
         )
         self.embedding = EmbeddingState(provider=provider.model_id if provider else None)
         self._dirty = _Dirty()
+        self._big: set[Path] = set()  # dirty files over BIG_SYNC_BYTES, for sync_big()
+        self.big_pending = anyio.Event()
+        """Set when a search left big dirty files to :meth:`sync_big` (the actor runs it)."""
         self._db = anyio.CapacityLimiter(1)
         self._accesses: list[str] = []  # chunk ids returned to callers, not yet counted
         self._vectors = VectorReader(workspace.index_path)
@@ -195,7 +200,48 @@ class WorkspaceMemory:
 
     async def sync(self) -> SyncReport:
         """Sync every dirty path now (SPEC §4); paths the index cannot take stay dirty."""
-        return await self.sync_paths(self._take_dirty())
+        report = await self.sync_paths(self._split_big(self._take_dirty()))
+        report.add(await self.sync_big())
+        return report
+
+    def _split_big(self, paths: list[Path]) -> list[Path]:
+        """``paths`` without the files over :data:`BIG_SYNC_BYTES`, which go to
+        :meth:`sync_big` instead (and wake it)."""
+        small: list[Path] = []
+        for path in paths:
+            try:
+                big = os.stat(path).st_size > BIG_SYNC_BYTES
+            except OSError:
+                big = False
+            if big:
+                self._big.add(path)
+            else:
+                small.append(path)
+        if self._big:
+            self.big_pending.set()
+        return small
+
+    async def sync_big(self) -> SyncReport:
+        """Sync the big dirty files one by one: each is read and chunked in a worker thread
+        without holding the index (searches go on meanwhile), then written in one phase.
+        A search does not wait for this (issue #17: a file over the size limit must not make
+        its workspace unresponsive); the file is searchable once it is written."""
+        report = SyncReport()
+        self.big_pending = anyio.Event()
+        while self._big:
+            path = self._big.pop()
+            if not self.index.belongs(path):
+                continue
+            item = await anyio.to_thread.run_sync(self.index.prepare, path)
+            try:
+                written = await self._run(self.index.write_prepared, item)
+            except (StorageError, DatabaseError) as exc:  # disk full …: the next sync retries
+                self.log.warning("index.sync_failed", path=str(path), error=str(exc))
+                self.mark_dirty([path])
+                report.errors.append(f"{path}: {exc}")
+                continue
+            report.add(written)
+        return report
 
     async def sync_paths(self, paths: Iterable[Path]) -> SyncReport:
         """Re-chunk (or drop) these paths now, e.g. after flush or dream wrote them. A path
@@ -322,7 +368,7 @@ class WorkspaceMemory:
         """The search's DB phase (SPEC §5 steps 1–3). Without an in-memory copy of the
         vectors, sqlite-vec's scan runs beside it on the reader's connection (a
         :class:`SideScan`); the phase waits for it to merge."""
-        dirty = self._take_dirty()
+        dirty = self._split_big(self._take_dirty())
         k = knn_k(limit, sources)
         side = None
         if vector is not None and self.index.vec_dims is not None and self.index.mirror is None:

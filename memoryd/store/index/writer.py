@@ -188,6 +188,33 @@ class Writer(Vectors):
             self._write([item], report)
         return report
 
+    def prepare(self, path: Path) -> Prepared:
+        """Read and chunk ``path`` for :meth:`write_prepared`, touching no connection: call
+        it from any thread, without holding the index (a big file's minute of work is done
+        while searches go on)."""
+        return prepare_file(
+            path,
+            self.rel(path),
+            os.path.realpath(self.root),
+            None,
+            self.settings.max_chars,
+            self.settings.overlap_chars,
+            max_bytes=self.settings.max_file_bytes,
+        )
+
+    def write_prepared(self, item: Prepared) -> SyncReport:
+        """Write one file :meth:`prepare` read (in its own transaction)."""
+        report = SyncReport()
+        if item.error is not None:
+            report.errors.append(f"{item.path}: {item.error}")
+            log.warning("index.sync_failed", path=str(item.path), error=str(item.error))
+            return report
+        with self._transaction():
+            self._write([item], report)
+        self._trim_staging()
+        release_free_memory()
+        return report
+
     def _create_staging(self) -> None:
         """The connection's temp tables for new chunks (see :meth:`_stage`), once."""
         conn = self.conn
