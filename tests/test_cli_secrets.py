@@ -3,9 +3,11 @@ line, against a live daemon (a real subprocess; see tests/test_cli_memory.py).""
 
 from __future__ import annotations
 
+import json
 import random
 import string
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -77,3 +79,17 @@ def test_scan_lists_findings_then_purge_cleans_them(
     code, out, _ = run(capsys, "status")
     assert code == 0
     assert "secrets: gitleaks-derived rules" in out and "redacted since start" in out
+
+
+def test_doctor_shows_the_rule_set_and_user_patterns(
+    memoryd_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (memoryd_home / "config.toml").write_text(
+        '[embedding]\nprovider = "none"\n[secrets]\nextra_patterns = ["ACME-[0-9]{6}"]\n',
+        encoding="utf-8",
+    )
+    _, out, _ = run(capsys, "doctor", "--json")
+    checks = {check["name"]: check for check in json.loads(out)["checks"]}
+    secrets = checks["secrets"]
+    assert secrets["ok"] is True and secrets["rule_set"] == "gitleaks-derived"
+    assert "1 extra / 0 allow patterns" in secrets["detail"]

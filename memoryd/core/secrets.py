@@ -245,7 +245,8 @@ class Scrubber:
                     spans.append((*found, rule.generic))
                     pos = max(m.end(), pos + 1)
                 else:  # the rejected value may hold the next match (``"x": "token = …"``)
-                    pos = max(m.start(m.lastgroup or 0) if m.lastgroup else m.start() + 1, pos + 1)
+                    grouped = "secret" in regex.groupindex
+                    pos = max(m.start("secret") if grouped else m.start() + 1, pos + 1)
         return self._resolve(spans, text)
 
     def _secret_span(

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bench.secrets_corpus import clean_notes, planted
 from memoryd.core.config import resolve
 from memoryd.core.secrets import REDACTION, fingerprint, scrubber
 from memoryd.core.workspace import session_log_name
@@ -171,5 +172,17 @@ def test_redactions_in_urls_and_assignments_are_not_found_again() -> None:
         "postgres://app:Pa55-w0rd!x@db.internal:5432/app\n"
     )
     once = s.text(text)
+    assert s.scan(once) == []
+    assert s.text(once) == once
+
+
+PIECES = [p.text for p in planted(per_kind=1, seed=3)] + clean_notes(60, seed=3)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from(PIECES), min_size=1, max_size=4), st.sampled_from(["\n", " ", ""]))
+def test_scrubbing_real_texts_twice_changes_nothing_more(pieces: list[str], sep: str) -> None:
+    s = scrubber()
+    once = s.text(sep.join(pieces))
     assert s.scan(once) == []
     assert s.text(once) == once

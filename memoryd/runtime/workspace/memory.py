@@ -109,6 +109,10 @@ class WorkspaceMemory:
             self.index.guarded, self._with_accesses, fn, *args, limiter=self._db
         )
 
+    async def db_phase(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(*args)`` as one DB phase of its own (maintenance, e.g. ``secrets purge``)."""
+        return await self._run(fn, *args)
+
     def _with_accesses(self, fn: Callable[..., T], *args: Any) -> T:
         """Record the accesses of earlier searches first (in this phase's thread), then run
         ``fn``: a search does not pay a write transaction and a thread hop of its own for

@@ -98,7 +98,7 @@ async def purge_workspace(memory: WorkspaceMemory, scrubber: Scrubber) -> dict[s
         rows = memory.index.conn.execute("SELECT text FROM chunks")
         return [text for (text,) in rows if scrubber.scan(text)]
 
-    texts = await memory._run(affected_texts)
+    texts = await memory.db_phase(affected_texts)
     rewritten, redacted = await redact_files(scans, scrubber)
     dropped = 0
     provider = memory.provider
@@ -106,7 +106,7 @@ async def purge_workspace(memory: WorkspaceMemory, scrubber: Scrubber) -> dict[s
         keys = [text_key(t) for t in texts]
         dropped = await anyio.to_thread.run_sync(provider.store.delete_keys, keys)
     synced = await memory.reconcile()
-    await memory._run(lambda: compact_index(memory.index.conn))
+    await memory.db_phase(lambda: compact_index(memory.index.conn))
     skipped = [s for s in scans if _is_live_journal(s.path)]
     out = {
         "files": [p.relative_to(root).as_posix() for p in rewritten],
