@@ -2,7 +2,7 @@
 
 1. corpora: a 10k-chunk workspace (and a 100k one in the full run) in one memory root;
 2. an FTS-only daemon: cold indexing, FTS search latency, re-sync of one file,
-   time-to-searchable, 16 clients + an editor;
+   time-to-searchable, 16 clients + an editor, agent hook latency;
 3. the same indexes given their ``hash`` vectors; a hybrid daemon (``hash``, 384 dims):
    hybrid search latency (query embedding subtracted), RSS after the largest run;
 4. memoryd's search and indexing steps timed in-process (where the time goes);
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import breakdown, load, scenarios
+from bench import breakdown, hooks, load, scenarios
 from bench.corpus import queries, write_corpus, write_global
 from bench.daemon import BenchHome, DaemonProcess
 from bench.raw import (
@@ -57,6 +57,9 @@ class Plan:
     soak_secs: float
     local_queries: int
     rss_variants: bool
+    hook_sessions: int = 10
+    hook_turns: int = 5
+    hook_process_samples: int = 10
 
 
 QUICK = Plan(
@@ -91,6 +94,9 @@ FULL = Plan(
     soak_secs=20.0,
     local_queries=50,
     rss_variants=True,
+    hook_sessions=30,
+    hook_turns=8,
+    hook_process_samples=30,
 )
 
 
@@ -100,13 +106,14 @@ ONLY_CHOICES = (
     "resync",
     "tts",
     "clients",
+    "hooks",
     "hybrid",
     "memory",
     "local",
     "secrets",
 )
 """Scenario groups ``--only`` can pick (corpora are always written; ``fts``, ``resync``,
-``tts``, ``clients`` and ``hybrid`` need ``cold``, which is then run too)."""
+``tts``, ``clients``, ``hooks`` and ``hybrid`` need ``cold``, which is then run too)."""
 
 
 def label(size: int) -> str:
@@ -154,7 +161,7 @@ class Suite:
         if self.only is None:
             return True
         if group == "cold":
-            return bool(self.only & {"cold", "fts", "resync", "tts", "clients", "hybrid"})
+            return bool(self.only & {"cold", "fts", "resync", "tts", "clients", "hooks", "hybrid"})
         return group in self.only
 
     # ------------------------------------------------------------------ the main run
@@ -263,6 +270,21 @@ class Suite:
                             raw[small],
                             clients=self.plan.clients,
                             seconds=self.plan.concurrency_secs,
+                            label=label(small),
+                        )
+                    ),
+                ),
+                (
+                    "hooks",
+                    "agent hook latency",
+                    lambda: self.rows.extend(
+                        hooks.hook_latency(
+                            daemon,
+                            ws[small][0],
+                            self.workdir / "hooks",
+                            sessions=self.plan.hook_sessions,
+                            turns=self.plan.hook_turns,
+                            process_samples=self.plan.hook_process_samples,
                             label=label(small),
                         )
                     ),

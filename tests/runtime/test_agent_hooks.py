@@ -262,3 +262,27 @@ def test_a_hook_with_a_daemon_error_prints_nothing_and_exits_0(
     assert b"absolute" in done.stderr and done.stderr.count(b"\n") == 1
     done = hook(home, "gemini", bad)  # an agent it does not know: still 0
     assert done.returncode == 0 and done.stdout == b""
+
+
+def test_prompt_injection_is_off_by_default_and_finds_hits_when_on(
+    home: Path, processes: Processes
+) -> None:
+    ws_path = project(home, "app")
+    transcript = home / "t.jsonl"
+    transcript.write_bytes(b"")
+    note = "The zebrafish build cache lives in /var/cache/zebrafish; wipe it after a bump."
+    prompt = event("UserPromptSubmit", "p-1", ws_path, transcript, prompt="zebrafish cache?")
+    daemon = processes().start()
+    daemon.call("memory.remember", workspace=str(ws_path), text=note)
+    off = hook(home, "claude-code", prompt)
+    assert off.returncode == 0 and off.stdout == b""
+    daemon.kill()
+
+    env = {"MEMORYD_INJECT_ON_PROMPT": "true", "MEMORYD_INJECT_MIN_SCORE": "0.01"}
+    daemon = processes(env=env).start()
+    on = hook(home, "claude-code", prompt)
+    assert on.returncode == 0, on.stderr
+    output = json.loads(on.stdout)["hookSpecificOutput"]
+    assert output["hookEventName"] == "UserPromptSubmit"
+    assert "/var/cache/zebrafish" in output["additionalContext"]
+    assert output["additionalContext"].count("\n- ") <= 3
