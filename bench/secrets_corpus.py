@@ -134,6 +134,7 @@ KINDS: dict[str, tuple[str, Maker]] = {
         _with("postgres://app_user:{v}@db.internal:5432/app", _password),
     ),
     "password": ("DB_PASSWORD", _with("password={v}", _password)),
+    "password-prose": ("NOTE", _with("the staging password is {v}", _password)),
     "auth-header": (
         "AUTH_HEADER",
         _with("Authorization: Bearer {v}", lambda r: _r(r, 40, URLSAFE)),

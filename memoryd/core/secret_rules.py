@@ -231,7 +231,7 @@ RULES: tuple[SecretRule, ...] = (
             "passphrase",
         ),
         r"(?P<name>(?:" + ASSIGNMENT_NAMES + r")[a-z0-9_.-]{0,20})"
-        r"[\"']?[ \t]{0,3}(?::=|=>|\?=|=|:)[ \t]{0,3}[\"'`]?"
+        r"[\"']?(?:[ \t]{0,3}(?::=|=>|\?=|=|:)|[ \t]+(?:is|was)(?: set to)?)[ \t]{0,3}[\"'`]?"
         r"(?P<secret>[^\s\"'`,;]{4,300})",
         "assignment",
         context=True,

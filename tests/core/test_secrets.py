@@ -72,6 +72,7 @@ def test_the_issues_examples_are_all_redacted() -> None:
         "export PGPASSWORD='Tr0ub4dor&3'",
         "DefaultEndpointsProtocol=https;AccountName=x;AccountKey=" + "Ab3+" * 22 + "==;",
         "machine api.internal.test login bot password Qw3rty!2",
+        "FYI the staging password is Gr33n-Tea#7, rotate it Friday",
     ],
 )
 def test_context_secrets_are_redacted(text: str) -> None:
@@ -100,6 +101,8 @@ def test_context_secrets_are_redacted(text: str) -> None:
         'auth_strategy = "device-code"',
         "Authorization: Bearer $TOKEN",
         "the token is refreshed by the auth middleware",
+        "The password is stored in Vault; the api key was rotated last week.",
+        "password is required, secret was empty",
         "AKIAIOSFODNN7EXAMPLE is the AWS documentation's example key",
     ],
 )
