@@ -606,3 +606,9 @@ def test_install_service_json_says_where_and_what(
     }
     code, out, _ = run(capsys, "install-service", "--json")
     assert json.loads(out)["written"] is True and Path(plan.path).exists()
+
+
+def test_render_status_shows_a_file_scan_under_way() -> None:
+    scanning = _running(scan={"done": 750, "total": 3000}, index={})
+    text = render_status(_status(scanning), now=NOW)
+    assert "  scanning files [########......................] 750/3000 (25%)" in text.splitlines()

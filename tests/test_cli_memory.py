@@ -358,6 +358,28 @@ def test_remember_json(live: LiveDaemon, capsys: pytest.CaptureFixture[str]) -> 
     assert code == 0 and result["written"] is True and result["path"].endswith("/MEMORY.md")
 
 
+def test_reindex_shows_the_file_scan_progress_in_plain_lines(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("memoryd.cli.memory.PROGRESS_POLL_SECS", 0.01)
+    with running_daemon(MEMORYD_EMBEDDING_PROVIDER="none") as daemon:
+        monkeypatch.setenv("MEMORYD_HOME", str(daemon.home))
+        ws = str(daemon.project)
+        assert run(capsys, "remember", "A first note", "-w", ws)[0] == 0
+        sessions = daemon.memory / workspace_dir(daemon) / "sessions"
+        sessions.mkdir(parents=True, exist_ok=True)
+        body = "".join(f"## Topic {i}\n\nnotes about part {i} of the scan\n\n" for i in range(8))
+        for n in range(3000):
+            (sessions / f"2026-01-01-scan-{n:08d}.md").write_text(f"# Log {n}\n\n{body}")
+        code, out, err = run(capsys, "reindex", "-w", ws)
+    assert code == 0, err
+    assert out.startswith("reindexed 3001 file(s)")
+    lines = err.splitlines()
+    assert "\r" not in err
+    assert lines and lines[-1] == "files [##############################] 3001/3001 (100%)", err
+    assert all(re.fullmatch(r"files \[[#.]{30}\] \d+/3001 \(\d+%\)", line) for line in lines)
+
+
 def test_progress_bar() -> None:
     assert progress_bar(0, 4, width=8) == "[........] 0/4 (0%)"
     assert progress_bar(1, 4, width=8) == "[##......] 1/4 (25%)"

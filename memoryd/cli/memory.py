@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 import time
 from typing import Any
 
@@ -213,7 +214,7 @@ def _reindex_command(subcommands: Subcommands) -> None:
 def _reindex(args: argparse.Namespace) -> int:
     workspace = workspace_of(args)
     with client_for(args, timeout=None) as client:
-        result = client.call("index.reindex", workspace=workspace, embeddings=args.embeddings)
+        result = _reindex_with_progress(args, client, workspace)
         if not args.json:
             print(
                 f"reindexed {result['files']} file(s): {result['changed']} changed, "
@@ -229,6 +230,51 @@ def _reindex(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result)
     return EXIT_OK
+
+
+def _reindex_with_progress(
+    args: argparse.Namespace, client: Client, workspace: str
+) -> dict[str, Any]:
+    """``index.reindex``, with the file scan's progress on stderr (unless ``--json``): the
+    call runs in a thread while ``daemon.status`` on a second connection shows the scan."""
+    outcome: list[Any] = []
+
+    def call() -> None:
+        try:
+            params = {"workspace": workspace, "embeddings": args.embeddings}
+            outcome.append(client.request("index.reindex", params))
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread
+            outcome.append(exc)
+
+    worker = threading.Thread(target=call, name="memoryd-reindex", daemon=True)
+    worker.start()
+    progress = Progress("files", sys.stderr)
+    seen: dict[str, int] | None = None
+    with client_for(args, timeout=30.0) as watcher:
+        while True:
+            worker.join(PROGRESS_POLL_SECS)
+            if not worker.is_alive():
+                break
+            scan = _scan_of(watcher, workspace)
+            if scan is not None and not args.json:
+                seen = scan
+                progress.update(scan["done"], scan["total"])
+    if seen is not None:
+        progress.finish(seen["total"], seen["total"])
+    (result,) = outcome
+    if isinstance(result, BaseException):
+        raise result
+    return dict(result)
+
+
+def _scan_of(client: Client, workspace: str) -> dict[str, int] | None:
+    """The file scan under way in ``workspace`` (``daemon.status``), if any."""
+    canonical = os.path.realpath(workspace)
+    for actor in client.call("daemon.status").get("actors") or []:
+        scan = actor.get("scan") or {}
+        if actor.get("workspace") == canonical and scan.get("total"):
+            return dict(actor["scan"])
+    return None
 
 
 def _wait_for_vectors(

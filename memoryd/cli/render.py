@@ -92,6 +92,9 @@ def _status_row(actor: dict[str, Any], now: float) -> tuple[tuple[str, ...], lis
         last_text,
     )
     notes: list[str] = []
+    scan = actor.get("scan") or {}
+    if scan.get("total"):
+        notes.append(f"scanning files {progress_bar(scan['done'], scan['total'])}")
     if actor.get("last_error"):
         failures = actor.get("failures") or 0
         notes.append(

@@ -462,8 +462,10 @@ class WorkspaceActor:
         return datetime.fromtimestamp(self.next_dream_check, UTC).isoformat(timespec="seconds")
 
     async def status(self) -> dict[str, Any]:
-        stats = await self.memory.stats() if self._ready else {}
+        scan = self.memory.scan  # a big sync holds the index: its stats wait until it ends
+        stats = await self.memory.stats() if self._ready and scan is None else {}
         return {
+            "scan": scan,
             "workspace": str(self.workspace.path),
             "memory_dir": self.workspace.key.dirname,
             "state": "running" if self._ready else "starting",

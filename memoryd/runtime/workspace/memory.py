@@ -98,6 +98,7 @@ class WorkspaceMemory:
         self._vec_db = anyio.CapacityLimiter(1)
         self._scanner: ThreadPoolExecutor | None = None  # scans the in-memory vector copy
         self.log = log.bind(workspace=workspace.key.dirname)
+        self.scan: dict[str, int] | None = None  # files done/total of a big sync under way
         self._searches = SearchTally()  # one `search.summary` at info every few minutes
 
     # ------------------------------------------------------------------ plumbing
@@ -259,15 +260,21 @@ class WorkspaceMemory:
     def _sync_tolerant(self, paths: list[Path]) -> SyncReport:
         paths = list(dict.fromkeys(paths))
         if len(paths) >= BATCH_SYNC_MIN:
+            self.scan = {"done": 0, "total": len(paths)}  # `status` shows it meanwhile
             try:  # many files: batched transactions (a reindex, a cold start)
-                return self.index.sync_many(paths)
+                return self.index.sync_many(paths, progress=self._scanned)
             except DatabaseError as exc:
                 if self.index.damage(exc) is not None:
                     raise
                 # one file the index cannot take must not stop the others: file by file
+            finally:
+                self.scan = None
         report = self.index.sync_paths(paths, tolerant=True)
         self.mark_dirty(path for path, _ in report.failed)
         return report
+
+    def _scanned(self, done: int, total: int) -> None:
+        self.scan = {"done": done, "total": total}  # one assignment: safe across threads
 
     async def reconcile(self) -> int:
         """Compare disk with the index; mark and sync what differs. Returns the count."""
@@ -624,7 +631,11 @@ class WorkspaceMemory:
                 )
             return self._sync_tolerant(self.index.disk_files() + self._take_dirty())
 
-        report = await self._run(phase)
+        self.scan = {"done": 0, "total": 0}  # before the phase waits for the index
+        try:
+            report = await self._run(phase)
+        finally:
+            self.scan = None
         if report.failed:
             raise report.failed[0][1]
         pending = await self._run(self.index.count_pending_vectors)

@@ -5,7 +5,7 @@ finding the files whose disk state differs from the index."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -84,8 +84,11 @@ class Writer(Vectors):
         *,
         batch: int = SYNC_BATCH,
         commit_chunks: int = COMMIT_CHUNKS,
+        progress: Callable[[int, int], None] | None = None,
     ) -> SyncReport:
         """:meth:`sync_paths` for many files at once (a reindex, a cold start).
+
+        ``progress(files_done, files_total)`` is called (in this thread) after each batch.
 
         Files are read and chunked in batches of up to ``batch`` (see ``SYNC_BATCHES``) —
         the next batch in a helper thread while this thread writes the current one (no
@@ -154,6 +157,8 @@ class Writer(Vectors):
                     conn.execute("COMMIT")
                     report.add(done)
                     done = SyncReport()
+                if progress is not None:
+                    progress(sum(len(part) for part in parts[: number + 1]), len(wanted))
         except BaseException:
             self._mirror_invalidate()  # deleted vectors may have left it already
             rollback(conn)
