@@ -6,7 +6,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from memoryd.core.config import LEAVES, Config, as_dict, parse_toml, resolve
+from memoryd.core.config import LEAVES, Config, parse_toml, resolve
+from memoryd.core.config_render import as_dict
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "config.example.toml"
 OPEN_TABLES = sorted(key for key, rule in LEAVES.items() if rule.kind in ("strmap", "tables"))

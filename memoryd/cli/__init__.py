@@ -91,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     for register in COMMANDS:
         register(subcommands)
     _finish(parser)
+    parser.set_defaults(root_parser=parser)  # for `completion`, which must not import this
     return parser
 
 

@@ -206,9 +206,7 @@ def _completion_command(subcommands: Subcommands) -> None:
 
 
 def _completion(args: argparse.Namespace) -> int:
-    from memoryd.cli import build_parser
-
-    nodes = spec(build_parser())
+    nodes = spec(args.root_parser)
     render = {"bash": bash, "zsh": zsh, "fish": fish}[args.shell]
     print(render(nodes), end="")
     return EXIT_OK

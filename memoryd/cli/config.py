@@ -8,7 +8,7 @@ import json
 import sys
 
 from memoryd.cli.common import EXIT_ERROR, EXIT_OK, Subcommands, command, print_json
-from memoryd.core.config import as_dict, render_toml
+from memoryd.core.config_render import as_dict, render_toml
 from memoryd.errors import ConfigError, MemorydError
 from memoryd.store import configfile
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from memoryd.core.workspace import session_id_prefix
 from memoryd.errors import InvalidParams
 
 MISSING: Any = object()
@@ -139,3 +140,19 @@ def known_only(params: Mapping[str, Any], allowed: tuple[str, ...]) -> None:
             f"unknown parameter '{extra[0]}' (this method takes: {', '.join(allowed) or 'none'})",
             param=extra[0],
         )
+
+
+MAX_SESSION_ID_CHARS = 256
+
+
+def check_session_id(session_id: object) -> str:
+    """``session_id`` if it is a usable id (a non-empty string of at most 256 characters)."""
+    if not isinstance(session_id, str) or not session_id.strip():
+        raise InvalidParams("session_id must be a non-empty string", param="session_id")
+    if len(session_id) > MAX_SESSION_ID_CHARS or "\x00" in session_id:
+        raise InvalidParams(
+            f"session_id must be at most {MAX_SESSION_ID_CHARS} characters without NUL",
+            param="session_id",
+        )
+    session_id_prefix(session_id)
+    return session_id

@@ -38,11 +38,8 @@ from memoryd.runtime.adapters import notify
 from memoryd.runtime.adapters.logging import configure_logging, reopen_log
 from memoryd.runtime.adapters.server import SocketServer
 from memoryd.runtime.adapters.watcher import watch_memory
-from memoryd.runtime.rpc.agents import register_agent_methods
-from memoryd.runtime.rpc.confluence import register_confluence_methods
-from memoryd.runtime.rpc.daemon import DaemonContext, build_methods, running_loop
-from memoryd.runtime.rpc.hooks import register_hook_methods
-from memoryd.runtime.rpc.secrets import register_secret_methods
+from memoryd.runtime.rpc.context import DaemonContext, running_loop
+from memoryd.runtime.rpc.registry import build_methods
 from memoryd.runtime.supervisor import (
     BACKOFF_MAX,
     BACKOFF_START,
@@ -50,6 +47,7 @@ from memoryd.runtime.supervisor import (
     Supervisor,
     WatchFn,
 )
+from memoryd.runtime.workspace.confluence import Confluence
 from memoryd.store import configfile
 from memoryd.store.files import atomic_write_text, make_private_dirs, read_text
 
@@ -100,10 +98,18 @@ class Daemon:
             backoff_start=backoff[0],
             backoff_max=backoff[1],
         )
+        self.confluence = Confluence(
+            self.root, lambda: self.config, lambda: self.supervisor.chat_model
+        )
         self.context = DaemonContext(
             supervisor=self.supervisor,
             socket_path=str(self.socket_path),
             loop=loop,
+            config=lambda: self.config,
+            config_dir=lambda: (
+                Path(self.loaded.config_file).parent if self.loaded.file_found else None
+            ),
+            confluence=self.confluence,
             config_file=str(loaded.config_file) if loaded.file_found else None,
         )
         self.context.extra_status.append(
@@ -112,26 +118,8 @@ class Daemon:
                 "service": "systemd" if os.environ.get("INVOCATION_ID") else None,
             }
         )
+        self.context.extra_status.append(self.confluence.summary)
         self.methods = build_methods(self.context)
-        register_hook_methods(self.methods, self.context)
-        register_agent_methods(
-            self.methods,
-            lambda: self.config,
-            lambda: Path(self.loaded.config_file).parent if self.loaded.file_found else None,
-        )
-        self.confluence = register_confluence_methods(
-            self.methods,
-            self.root,
-            lambda: self.config,
-            lambda: self.supervisor.chat_model,
-            status_hooks=self.context.extra_status,
-        )
-        register_secret_methods(
-            self.methods,
-            self.supervisor,
-            lambda: self.config,
-            status_hooks=self.context.extra_status,
-        )
         self.server = SocketServer(
             self.socket_path,
             self.methods,

@@ -12,12 +12,11 @@ from hypothesis import strategies as st
 from memoryd.core.config import (
     LEAVES,
     Config,
-    as_dict,
     env_name,
     parse_toml,
-    render_toml,
     resolve,
 )
+from memoryd.core.config_render import as_dict, render_toml
 from memoryd.core.paths import Paths, default_paths, effective_paths
 from memoryd.errors import ConfigError
 

@@ -8,8 +8,6 @@ down to the override (``overrides.reasoning_effort``).
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +17,8 @@ from memoryd.core import params as p
 from memoryd.core.agents.resolve import Overrides
 from memoryd.core.config import Config
 from memoryd.errors import InvalidParams, WorkspaceNotFound
+from memoryd.runtime.rpc.context import DaemonContext
+from memoryd.runtime.rpc.prologue import workspace_param
 from memoryd.runtime.rpc.table import MethodTable
 from memoryd.store.agents_loader import default_user_dir, list_agents, resolve
 
@@ -29,11 +29,7 @@ def user_dir_of(config: Config) -> Path:
 
 
 def _workspace(params: dict[str, Any]) -> Path:
-    raw = p.string(params, "workspace", max_len=4096)
-    if not os.path.isabs(raw):
-        raise InvalidParams(
-            f"parameter 'workspace' must be an absolute path, got {raw!r}", param="workspace"
-        )
+    raw = workspace_param(params)
     path = Path(raw)
     if not path.is_dir():
         raise WorkspaceNotFound(f"workspace {raw!r} is not a directory", workspace=raw)
@@ -47,10 +43,8 @@ def _naming_param(exc: InvalidParams) -> InvalidParams:
     return InvalidParams(exc.message, param=exc.data["key"])
 
 
-def register_agent_methods(
-    table: MethodTable, config: Callable[[], Config], config_dir: Callable[[], Path | None]
-) -> None:
-    """Add ``agents.resolve`` and ``agents.list`` to ``table``; config is read per call."""
+def register(table: MethodTable, ctx: DaemonContext) -> None:
+    config, config_dir = ctx.config, ctx.config_dir
 
     @table.method("agents.resolve")
     async def agents_resolve(params: dict[str, Any]) -> dict[str, Any]:

@@ -14,12 +14,13 @@ from typing import Any
 
 from memoryd.core import params as p
 from memoryd.core.hooks import PROMPT_HITS, Hit, compose_context, hook_output, parse_event, plan_for
+from memoryd.core.params import check_session_id
 from memoryd.core.transcripts import FORMATS, Format
 from memoryd.errors import InvalidParams, MemorydError, NotFound
-from memoryd.runtime.rpc.daemon import DaemonContext
+from memoryd.runtime.rpc.context import DaemonContext
+from memoryd.runtime.rpc.prologue import WRITE, ordered_actor
 from memoryd.runtime.rpc.table import MethodTable
 from memoryd.runtime.workspace.actor import WorkspaceActor
-from memoryd.runtime.workspace.sessions import check_session_id
 
 AFTER = ("flush", "close", "flush_close")
 
@@ -33,20 +34,24 @@ def _abs(value: str, name: str) -> str:
 async def _session_actor(
     ctx: DaemonContext, session_id: str, workspace: str | None, subagent: bool = False
 ) -> WorkspaceActor:
-    """The actor holding ``session_id``; opened in ``workspace`` when it is not open."""
+    """The actor holding ``session_id``; opened in ``workspace`` when it is not open.
+
+    Found outside the session's order slot: an ingest serialises itself (the ingestor's
+    per-session lock, from the journaled offset) and its flush or close awaits the chat
+    model, which must not hold the session's later requests; the open is a write in the
+    workspace's order like ``session.open``."""
     try:
         return await ctx.supervisor.actor_for_session(session_id)
     except NotFound:
         if workspace is None:
             raise
-    async with ctx.supervisor.order.write(workspace):
-        actor = await ctx.supervisor.actor_for(workspace)
+    async with ordered_actor(ctx.supervisor, workspace, WRITE) as actor:
         await actor.session_open(session_id, subagent)
     ctx.supervisor.session_routes[session_id] = workspace
     return actor
 
 
-def register_hook_methods(table: MethodTable, ctx: DaemonContext) -> None:
+def register(table: MethodTable, ctx: DaemonContext) -> None:
     @table.method("session.ingest")
     async def session_ingest(params: dict[str, Any]) -> dict[str, Any]:
         p.known_only(params, ("session_id", "path", "format", "workspace", "after", "background"))
@@ -59,6 +64,8 @@ def register_hook_methods(table: MethodTable, ctx: DaemonContext) -> None:
         if workspace is not None:
             _abs(workspace, "workspace")
             if after == "close" and not await _is_open(ctx, session_id):
+                # Outside the order slot: only asks whether the transcript changed since
+                # the session was registered (a file check, no memory read or written).
                 actor = await ctx.supervisor.actor_for(workspace)
                 if await actor.ingestor.unchanged_since_registered(path):
                     return {"ingested": 0, "skipped": True}

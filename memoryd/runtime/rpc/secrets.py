@@ -17,17 +17,16 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
 
 from memoryd.core import params as p
-from memoryd.core.config import Config
 from memoryd.core.secrets import Scrubber
 from memoryd.errors import InvalidParams, MemorydError
+from memoryd.runtime.rpc.context import DaemonContext
+from memoryd.runtime.rpc.prologue import WRITE, ordered_actor, workspace_param
 from memoryd.runtime.rpc.table import MethodTable
 from memoryd.runtime.supervisor import Supervisor
 from memoryd.runtime.workspace.purge import describe, redact_files, scan_files
@@ -35,8 +34,6 @@ from memoryd.store.index.guard import discard_files
 from memoryd.store.layout import resolve_workspace
 from memoryd.store.registry import load_registry
 from memoryd.store.secretscan import FileScan, memory_text_files
-
-StatusHook = Callable[[], dict[str, Any]]
 
 
 def _target(params: dict[str, Any]) -> str | None:
@@ -47,12 +44,7 @@ def _target(params: dict[str, Any]) -> str | None:
         if "workspace" in params:
             raise InvalidParams("give either 'workspace' or 'all', not both", param="all")
         return None
-    workspace: str = p.string(params, "workspace", max_len=4096)
-    if not os.path.isabs(workspace):
-        raise InvalidParams(
-            f"parameter 'workspace' must be an absolute path, got {workspace!r}", param="workspace"
-        )
-    return workspace
+    return workspace_param(params)
 
 
 def _outside_workspaces(root: Path) -> list[Path]:
@@ -66,14 +58,10 @@ def _outside_workspaces(root: Path) -> list[Path]:
     ]
 
 
-def register_secret_methods(
-    table: MethodTable,
-    supervisor: Supervisor,
-    config: Callable[[], Config],
-    *,
-    status_hooks: list[StatusHook] | None = None,
-) -> None:
-    """Add ``secrets.scan`` and ``secrets.purge`` (``config`` is read at each call)."""
+def register(table: MethodTable, ctx: DaemonContext) -> None:
+    """Add ``secrets.scan``, ``secrets.purge`` and the ``daemon.status`` entry (the config
+    is read at each call)."""
+    supervisor, config = ctx.supervisor, ctx.config
 
     def scrubber() -> Scrubber:
         return config().secrets.scrubber()
@@ -104,13 +92,11 @@ def register_secret_methods(
     async def purge(params: dict[str, Any]) -> dict[str, Any]:
         workspace = _target(params)
         if workspace is not None:
-            async with supervisor.order.write(workspace):
-                actor = await supervisor.actor_for(workspace)
+            async with ordered_actor(supervisor, workspace, WRITE) as actor:
                 return {"workspaces": [{"workspace": workspace, **await actor.secrets_purge()}]}
         return await _purge_all(supervisor, scrubber())
 
-    if status_hooks is not None:
-        status_hooks.append(lambda: {"secrets": scrubber().describe()})
+    ctx.extra_status.append(lambda: {"secrets": scrubber().describe()})
 
 
 async def _purge_all(supervisor: Supervisor, scrubber: Scrubber) -> dict[str, Any]:
@@ -127,8 +113,7 @@ async def _purge_all(supervisor: Supervisor, scrubber: Scrubber) -> dict[str, An
     }
     for entry in await anyio.to_thread.run_sync(load_registry, root):
         try:
-            async with supervisor.order.write(entry.path):
-                actor = await supervisor.actor_for(entry.path)
+            async with ordered_actor(supervisor, entry.path, WRITE) as actor:
                 result = await actor.secrets_purge()
         except MemorydError as exc:  # gone or failing: redact its files, drop its index
             directory = root / entry.dirname

@@ -22,8 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar, assert_never
@@ -45,14 +44,17 @@ from memoryd.core.flushing import (
     pre_compaction_due,
     session_summary,
 )
+from memoryd.core.params import check_session_id
 from memoryd.core.secrets import Scrubber
-from memoryd.core.workspace import session_id_prefix, session_log_name
+from memoryd.core.workspace import session_log_name
 from memoryd.errors import Busy, InvalidParams, MemorydError, ModelError, ModelNotConfigured
 from memoryd.errors import NotFound as SessionNotFound
 from memoryd.providers.llm import ChatModel
 from memoryd.runtime import failpoints
 from memoryd.runtime.workspace.filelock import file_lock
 from memoryd.runtime.workspace.memory import WorkspaceMemory
+from memoryd.runtime.workspace.open_session import OpenSession
+from memoryd.runtime.workspace.redaction import redact, redact_messages
 from memoryd.store.files import append_section, make_private_dirs, read_text
 from memoryd.store.journal import FlushState, IngestMark, Journal, JournalHeader, load_all
 from memoryd.store.layout import memory_relpath
@@ -62,45 +64,8 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 FlushOutcome = Literal["written", "nothing_to_store", "rejected", "duplicate"]
 
-MAX_SESSION_ID_CHARS = 256
 #: How many nearest chunks the dedupe check compares a flush with.
 DEDUPE_NEIGHBOURS = 5
-
-
-@dataclass(eq=False)
-class _Session:
-    session_id: str
-    subagent: bool
-    opened_at: float
-    journal: Journal
-    messages: list[Message] = field(default_factory=list)
-    last_activity: float | None = None
-    flush: FlushState = field(default_factory=FlushState)
-    log_names: dict[str, str] = field(default_factory=dict)
-    ingests: dict[str, IngestMark] = field(default_factory=dict)
-    usage: dict[str, Any] | None = None
-    flush_lock: anyio.Lock = field(default_factory=anyio.Lock)
-    write_lock: anyio.Lock = field(default_factory=anyio.Lock)
-    idle_scope: anyio.CancelScope | None = None
-    idle_due: float | None = None
-    closing: bool = False
-
-    @property
-    def unflushed(self) -> int:
-        return max(0, len(self.messages) - self.flush.flushed_through)
-
-
-def check_session_id(session_id: object) -> str:
-    """``session_id`` if it is a usable id (a non-empty string of at most 256 characters)."""
-    if not isinstance(session_id, str) or not session_id.strip():
-        raise InvalidParams("session_id must be a non-empty string", param="session_id")
-    if len(session_id) > MAX_SESSION_ID_CHARS or "\x00" in session_id:
-        raise InvalidParams(
-            f"session_id must be at most {MAX_SESSION_ID_CHARS} characters without NUL",
-            param="session_id",
-        )
-    session_id_prefix(session_id)
-    return session_id
 
 
 class SessionManager:
@@ -126,7 +91,7 @@ class SessionManager:
         self.model = model
         self.clock = clock
         self.on_write = on_write
-        self._sessions: dict[str, _Session] = {}
+        self._sessions: dict[str, OpenSession] = {}
         self._tg: anyio.abc.TaskGroup | None = None
         self._open_lock = anyio.Lock()
         self.log = log.bind(workspace=memory.workspace.key.dirname)
@@ -194,7 +159,7 @@ class SessionManager:
 
     # ------------------------------------------------------------------ plumbing
 
-    def _get(self, session_id: str) -> _Session:
+    def _get(self, session_id: str) -> OpenSession:
         s = self._sessions.get(session_id)
         if s is None or s.closing:
             raise SessionNotFound(
@@ -206,7 +171,7 @@ class SessionManager:
     def _now(self) -> datetime:
         return datetime.fromtimestamp(self.clock(), UTC)
 
-    def _log_name(self, s: _Session, day: date) -> str:
+    def _log_name(self, s: OpenSession, day: date) -> str:
         known = s.log_names.get(day.isoformat())
         first = first_user_message(s.messages)
         return known or session_log_name(day, first and self._scrub(first), s.session_id)
@@ -216,31 +181,15 @@ class SessionManager:
         return self.config.secrets.scrubber()
 
     def _scrub(self, text: str, what: str = "", session_id: str = "") -> str:
-        """``text`` with its secrets redacted (SPEC §18); logs what was redacted, by kind."""
-        scrubbed = self.scrubber.scrub(text)
-        if scrubbed.findings and what:
-            self.log.warning(
-                "secrets.redacted",
-                where=what,
-                session_id=session_id,
-                count=len(scrubbed.findings),
-                kinds=scrubbed.kinds,
-            )
-        return scrubbed.text
+        return redact(self.scrubber, text, self.log, what, session_id)
 
     def _scrub_messages(self, session_id: str, messages: Sequence[Message]) -> list[Message]:
-        """The messages with their secrets redacted: the one choke point before anything of a
-        session reaches the journal, the transcript, a log name or a model."""
-        out = []
-        for m in messages:
-            text = self._scrub(m.content, "session.append", session_id)
-            out.append(m if text == m.content else dataclasses.replace(m, content=text))
-        return out
+        return redact_messages(self.scrubber, messages, self.log, session_id)
 
     def _rel(self, path: Path) -> str:
         return memory_relpath(self.memory.root, path)
 
-    async def _journal(self, s: _Session, fn: Callable[..., None], *args: Any) -> None:
+    async def _journal(self, s: OpenSession, fn: Callable[..., None], *args: Any) -> None:
         """One journal write, in order with the session's other writes, never half-done
         by a cancelled request."""
         with anyio.CancelScope(shield=True):
@@ -291,9 +240,9 @@ class SessionManager:
             await anyio.to_thread.run_sync(journal.remove)
             state = await anyio.to_thread.run_sync(journal.open, header)
         if state is None:
-            s = _Session(session_id, subagent, now, journal)
+            s = OpenSession(session_id, subagent, now, journal)
         else:
-            s = _Session(
+            s = OpenSession(
                 session_id,
                 state.header.subagent,
                 state.header.opened_at,
@@ -412,12 +361,12 @@ class SessionManager:
             return {"flushed": False, "error": str(exc), "code": exc.code}
         return {"flushed": True, **result}
 
-    def _disarm_idle(self, s: _Session) -> None:
+    def _disarm_idle(self, s: OpenSession) -> None:
         if s.idle_scope is not None:
             s.idle_scope.cancel()
         s.idle_scope, s.idle_due = None, None
 
-    def _arm_idle(self, s: _Session) -> None:
+    def _arm_idle(self, s: OpenSession) -> None:
         """(Re)start the session's idle timer, or stop it when no idle flush is due."""
         self._disarm_idle(s)
         timeout = self.config.flush.idle_timeout_secs
@@ -429,7 +378,7 @@ class SessionManager:
         s.idle_scope, s.idle_due = scope, self.clock() + timeout
         self._tg.start_soon(self._idle_timer, s, scope, float(timeout))
 
-    async def _idle_timer(self, s: _Session, scope: anyio.CancelScope, delay: float) -> None:
+    async def _idle_timer(self, s: OpenSession, scope: anyio.CancelScope, delay: float) -> None:
         with scope:
             await anyio.sleep(delay)
         if scope.cancel_called:
@@ -464,7 +413,7 @@ class SessionManager:
             )
         return await self._flush(s, trigger)
 
-    async def _flush(self, s: _Session, trigger: Trigger) -> dict[str, Any]:
+    async def _flush(self, s: OpenSession, trigger: Trigger) -> dict[str, Any]:
         """Run one flush under the session's flush lock and record its outcome."""
         async with s.flush_lock:
             started = time.perf_counter()
@@ -511,7 +460,7 @@ class SessionManager:
         return {"outcome": outcome, "path": self._rel(path)} if path else {"outcome": outcome}
 
     async def _attempt(
-        self, s: _Session, trigger: Trigger, count: int
+        self, s: OpenSession, trigger: Trigger, count: int
     ) -> tuple[FlushOutcome, Path | None, str | None]:
         """Ask, check, dedupe, write: ``(outcome, written path, stored text)``."""
         answer = await self._ask(s, trigger, count)
@@ -531,7 +480,7 @@ class SessionManager:
             case other:
                 assert_never(other)
 
-    async def _ask(self, s: _Session, trigger: Trigger, count: int) -> str | None:
+    async def _ask(self, s: OpenSession, trigger: Trigger, count: int) -> str | None:
         """The model's answer for the session's window, or None when there is nothing to
         ask about (no messages; for automatic triggers, nothing new since the last flush)."""
         model = self.model
@@ -554,7 +503,7 @@ class SessionManager:
             raise ModelError(f"chat model {model.model_id!r} failed: {exc!r}") from exc
         return self._scrub(answer, "flush.answer", s.session_id)
 
-    async def _record(self, s: _Session, state: FlushState) -> None:
+    async def _record(self, s: OpenSession, state: FlushState) -> None:
         s.flush = state
         await self._journal(s, s.journal.record_flush, state)
 
@@ -569,7 +518,7 @@ class SessionManager:
         """See :meth:`WorkspaceMemory.nearest_similarity` (dedupe of flush answers)."""
         return await self.memory.nearest_similarity(text, DEDUPE_NEIGHBOURS)
 
-    async def _write(self, s: _Session, section: str, *, once: bool = False) -> Path:
+    async def _write(self, s: OpenSession, section: str, *, once: bool = False) -> Path:
         """Append ``section`` to the session's log for today (UTC) and reindex it at once.
         With ``once``, a log that already holds ``section`` is left as it is (a close that
         was killed after writing its summary and is now done again)."""
@@ -631,42 +580,8 @@ class SessionManager:
 
     def status(self) -> list[dict[str, Any]]:
         """Per open session: message count, last activity, next idle flush, last flush."""
-        out: list[dict[str, Any]] = []
         today = self._now().date()
-        for s in self._sessions.values():
-            f = s.flush
-            out.append(
-                {
-                    "session_id": s.session_id,
-                    "subagent": s.subagent,
-                    "opened_at": s.opened_at,
-                    "messages": len(s.messages),
-                    "unflushed": s.unflushed,
-                    "last_activity": s.last_activity,
-                    "next_idle_flush": s.idle_due,
-                    "flushing": s.flush_lock.locked(),
-                    "closing": s.closing,
-                    "last_flush": (
-                        {
-                            "at": f.last_at,
-                            "outcome": f.last_outcome,
-                            "trigger": f.last_trigger,
-                            "error": f.last_error,
-                        }
-                        if f.last_outcome is not None
-                        else None
-                    ),
-                    "log_path": self._rel(self.workspace.sessions_dir / self._log_name(s, today)),
-                    "usage": s.usage,
-                    "last_ingest": _last_ingest(s.ingests.values()),
-                }
-            )
-        return out
-
-
-def _last_ingest(marks: Iterable[IngestMark]) -> dict[str, Any] | None:
-    """The most recent transcript read into a session: ``{path, format, offset, at}``."""
-    latest = max(marks, key=lambda m: m.at, default=None)
-    if latest is None:
-        return None
-    return {"path": latest.path, "format": latest.format, "offset": latest.offset, "at": latest.at}
+        return [
+            s.status(self._rel(self.workspace.sessions_dir / self._log_name(s, today)))
+            for s in self._sessions.values()
+        ]
