@@ -81,6 +81,37 @@ def numbered_lines(text: str, start: int, count: int | None) -> tuple[str, int, 
     return "".join(lines[start - 1 : end]), start, len(lines)
 
 
+def page(
+    text: str, start: int, lines: int | None, start_char: int, max_chars: int
+) -> dict[str, object]:
+    """The ``memory.get`` window of ``text``: ``lines`` lines from line ``start`` (from
+    character ``start_char`` of that line), at most ``max_chars`` characters.
+
+    A longer window ends at a line end and ``next_from`` names the next line, or — when one
+    line alone is longer — it ends inside that line and ``next_from``/``next_char`` say
+    where the rest begins. The cursor always moves.
+    """
+    window, first, total = numbered_lines(text, start, lines)
+    if start_char:
+        line_end = window.find("\n") + 1 or len(window)
+        window = window[min(start_char, line_end) :]
+    out: dict[str, object] = {"text": window, "start_line": first}
+    if start_char:
+        out["start_char"] = start_char
+    if len(window) > max_chars:  # one reply stays small: a client pages with `from`
+        window = window[:max_chars]
+        whole = window.rfind("\n") + 1
+        if whole:
+            out["text"] = window[:whole]
+            out["next_from"] = first + window.count("\n", 0, whole)
+        else:  # one line longer than a reply: page inside it
+            out["text"] = window
+            out["next_from"] = first
+            out["next_char"] = start_char + len(window)
+    out["total_lines"] = total
+    return out
+
+
 def split_lines(text: str) -> list[str]:
     """``text`` split after each ``\\n`` (kept); a last line without one is kept too."""
     parts = text.split("\n")

@@ -34,6 +34,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
+from memoryd.core.config import SearchConfig
 from memoryd.core.markdown import strip_comments
 from memoryd.core.templates import is_scaffold
 from memoryd.core.text import words_and_bigrams
@@ -133,6 +134,27 @@ class RankParams:
     corpus_rows: int = 0
     """Rows in the index's FTS table (what its BM25 IDFs were computed over); 0 = unknown,
     :data:`REFERENCE_ROWS` is assumed."""
+
+    @classmethod
+    def of(
+        cls,
+        search: SearchConfig,
+        max_results: int | None,
+        min_score: float | None,
+        similarity: SimilarityScale = REFERENCE_SCALE,
+    ) -> RankParams:
+        """The ``[search]`` settings, with a request's ``max_results``/``min_score``."""
+        return cls(
+            max_results=max_results if max_results is not None else search.max_results,
+            min_score=min_score if min_score is not None else search.min_score,
+            text_weight=search.text_weight,
+            vector_weight=search.vector_weight,
+            half_life_days=search.half_life_days,
+            source_weights=search.source_weights,
+            mmr_enabled=search.mmr.enabled,
+            mmr_lambda=search.mmr.lambda_,
+            similarity=similarity,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -87,6 +87,18 @@ class Scrubbed:
         """The redacted kinds, each once, in order of first appearance."""
         return list(dict.fromkeys(f.kind for f in self.findings))
 
+    def notice(self) -> dict[str, object]:
+        """What a reply says of the secrets redacted (kind and fingerprint, never the
+        value), or nothing when there were none."""
+        if not self.findings:
+            return {}
+        return {
+            "redacted": [{"kind": f.kind, "fingerprint": f.fingerprint} for f in self.findings],
+            "warning": "secrets redacted from the note: "
+            + ", ".join(f.redaction for f in self.findings)
+            + " (use --allow-secrets to keep them)",
+        }
+
 
 def fingerprint(value: str) -> str:
     """4 hex digits of a personalised BLAKE2b hash of ``value``."""

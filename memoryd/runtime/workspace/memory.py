@@ -26,7 +26,7 @@ import structlog
 
 from memoryd.core.config import SOURCES, Config
 from memoryd.core.keywords import build_match_query
-from memoryd.core.notes import format_note, numbered_lines
+from memoryd.core.notes import format_note, page
 from memoryd.core.ranking import Candidate, RankParams, cosine_from_l2, rank
 from memoryd.core.searchlog import SearchTally
 from memoryd.core.secrets import Scrubbed
@@ -286,18 +286,8 @@ class WorkspaceMemory:
     # ------------------------------------------------------------------ search
 
     def rank_params(self, max_results: int | None, min_score: float | None) -> RankParams:
-        s = self.config.search
-        return RankParams(
-            max_results=max_results if max_results is not None else s.max_results,
-            min_score=min_score if min_score is not None else s.min_score,
-            text_weight=s.text_weight,
-            vector_weight=s.vector_weight,
-            half_life_days=s.half_life_days,
-            source_weights=s.source_weights,
-            mmr_enabled=s.mmr.enabled,
-            mmr_lambda=s.mmr.lambda_,
-            similarity=similarity_scale(self.provider),
-        )
+        scale = similarity_scale(self.provider)
+        return RankParams.of(self.config.search, max_results, min_score, scale)
 
     async def _query_vector(self, query: str) -> tuple[list[float] | None, str, str | None]:
         """The search's first phase: the query's embedding, the mode and a warning."""
@@ -519,15 +509,8 @@ class WorkspaceMemory:
         rel = target.relative_to(self.root).as_posix()
         if note is None:
             return {"path": rel, "written": False}
-        extra: dict[str, Any] = {}
-        if scrubbed.findings:
-            found = [{"kind": f.kind, "fingerprint": f.fingerprint} for f in scrubbed.findings]
-            extra = {
-                "redacted": found,
-                "warning": "secrets redacted from the note: "
-                + ", ".join(f.redaction for f in scrubbed.findings)
-                + " (use --allow-secrets to keep them)",
-            }
+        extra = scrubbed.notice()
+        if extra:
             self.log.warning("secrets.redacted", where="remember", kinds=scrubbed.kinds)
         async with file_lock(target):
 
@@ -572,25 +555,7 @@ class WorkspaceMemory:
         text = await anyio.to_thread.run_sync(read_text, target)
         if text is None:
             raise NotFound(f"no memory file at {path!r}")
-        window, first, total = numbered_lines(text, start, lines)
-        if start_char:
-            line_end = window.find("\n") + 1 or len(window)
-            window = window[min(start_char, line_end) :]
-        out: dict[str, Any] = {"path": path, "text": window, "start_line": first}
-        if start_char:
-            out["start_char"] = start_char
-        if len(window) > MAX_GET_CHARS:  # one reply stays small: a client pages with `from`
-            window = window[:MAX_GET_CHARS]
-            whole = window.rfind("\n") + 1
-            if whole:
-                out["text"] = window[:whole]
-                out["next_from"] = first + window.count("\n", 0, whole)
-            else:  # one line longer than a reply: page inside it
-                out["text"] = window
-                out["next_from"] = first
-                out["next_char"] = start_char + len(window)
-        out["total_lines"] = total
-        return out
+        return {"path": path, **page(text, start, lines, start_char, MAX_GET_CHARS)}
 
     async def files(self) -> list[dict[str, object]]:
         await self.sync()
