@@ -102,6 +102,13 @@ def _status_row(actor: dict[str, Any], now: float) -> tuple[tuple[str, ...], lis
         )
     if actor.get("watcher_error"):
         notes.append(f"watcher: {actor['watcher_error']}")
+    if actor.get("read_only"):
+        notes.append(f"read-only (search works, writes are refused): {actor['read_only']}")
+    warned = index.get("file_warnings") or []
+    notes.extend(f"{e['path']}: {'; '.join(e['warnings'])}" for e in warned[:5])
+    more = int(index.get("file_warnings_total") or 0) - min(len(warned), 5)
+    if more > 0:
+        notes.append(f"… and {more} more file(s) with warnings (status --json lists them)")
     if index.get("rebuilt_reason"):
         when = index.get("rebuilt_at")
         ago = f" {_duration(max(0.0, now - when))} ago" if isinstance(when, int | float) else ""

@@ -17,12 +17,13 @@ import errno
 import os
 import secrets
 import stat
+import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from memoryd.core.notes import append_note
-from memoryd.errors import StorageError
+from memoryd.errors import ReadOnly, StorageError
 
 #: Temp files start with this (hidden, and never ending in ``.md``: watchers ignore them).
 TEMP_PREFIX = ".memoryd-tmp-"
@@ -67,7 +68,8 @@ def _storage_error(action: str, path: Path, exc: OSError) -> StorageError:
     name = errno.errorcode.get(exc.errno, "") if exc.errno else ""
     reason = exc.strerror or str(exc) or type(exc).__name__
     detail = f"{name}: {reason}" if name else reason
-    return StorageError(f"cannot {action} {path}: {detail}", path=str(path), errno=name or None)
+    error = ReadOnly if exc.errno == errno.EROFS else StorageError
+    return error(f"cannot {action} {path}: {detail}", path=str(path), errno=name or None)
 
 
 def _encode(text: str) -> bytes:
@@ -309,6 +311,11 @@ def ensure_file(path: Path, template_text: str) -> bool:
     except OSError as exc:
         raise _storage_error("create", path, exc) from exc
     return True
+
+
+def mkdtemp_private() -> str:
+    """A new private (0700) temp directory, e.g. for the index of a read-only workspace."""
+    return tempfile.mkdtemp(prefix="memoryd-")
 
 
 def make_private_dirs(directory: Path, mode: int = 0o700) -> None:

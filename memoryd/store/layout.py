@@ -17,7 +17,9 @@ inside the calling workspace's own directory — nothing else, however it is spe
 
 from __future__ import annotations
 
+import errno
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -116,6 +118,34 @@ def ensure_workspace_dirs(ws: Workspace) -> None:
         raise _dir_error(root.parent, exc) from exc
     for directory in (root, ws.dir, ws.sessions_dir, ws.live_dir, ws.history_dir):
         _make_private_dir(directory)
+
+
+_READ_ONLY_ERRNOS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
+
+
+def writable_problem(ws: Workspace) -> str | None:
+    """Create the workspace's directories (:func:`ensure_workspace_dirs`) and check that a
+    file can be created in its memory directory; None when it can, else why not (a
+    read-only file system or no permission: the workspace then serves search read-only).
+    Any other failure raises :class:`StorageError`.
+    """
+    try:
+        ensure_workspace_dirs(ws)
+        fd, probe = tempfile.mkstemp(prefix=".memoryd-probe-", dir=ws.dir)
+        os.close(fd)
+        os.unlink(probe)
+    except StorageError as exc:
+        cause = exc.__cause__
+        if isinstance(cause, OSError) and cause.errno in _READ_ONLY_ERRNOS:
+            return exc.message
+        raise
+    except OSError as exc:
+        if exc.errno in _READ_ONLY_ERRNOS:
+            return f"cannot create a file in {ws.dir}: {exc.strerror or exc}"
+        raise StorageError(
+            f"cannot write in {ws.dir}: {exc.strerror or exc}", path=str(ws.dir)
+        ) from exc
+    return None
 
 
 def _make_private_dir(directory: Path) -> None:

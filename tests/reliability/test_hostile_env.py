@@ -18,7 +18,9 @@ from pathlib import Path
 import pytest
 
 from memoryd.client import Client
+from memoryd.errors import ReadOnly
 from memoryd.store.files import make_private_dirs
+from memoryd.store.layout import resolve_workspace
 
 
 @pytest.fixture
@@ -108,3 +110,64 @@ def test_make_private_dirs_makes_every_missing_ancestor_0700(tmp_path: Path) -> 
     (tmp_path / "file").write_text("x")
     with pytest.raises(OSError):
         make_private_dirs(tmp_path / "file" / "sub")
+
+
+def _unshare_works() -> bool:
+    if shutil.which("unshare") is None or not sys.platform.startswith("linux"):
+        return False
+    probe = subprocess.run(["unshare", "-rm", "true"], capture_output=True, timeout=10, check=False)
+    return probe.returncode == 0
+
+
+@pytest.mark.skipif(not _unshare_works(), reason="needs unshare (mount namespaces)")
+def test_a_read_only_memory_root_serves_search_and_refuses_writes(user_home: Path) -> None:
+    """Issue #17 item 6: on main the workspace crash-looped and even search failed."""
+    home = user_home / "h"
+    root = home / "memory"
+    project = user_home / "project"
+    project.mkdir()
+    ws = resolve_workspace(project, root)
+    (ws.dir / "sessions").mkdir(parents=True)
+    ws.memory_file.write_text("# Memory\n\n## The lute is kept read-only\n")
+    (ws.dir / "sessions" / "2025-01-01-s-0000aaaa.md").write_text("# S\n\nthe viol log\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
+    env.update(MEMORYD_HOME=str(home), MEMORYD_EMBEDDING_PROVIDER="none", PYTHONUNBUFFERED="1")
+    env.pop("NOTIFY_SOCKET", None)
+    script = (
+        f"mount --bind {root} {root} && mount -o remount,bind,ro {root} && "
+        f"exec {sys.executable} -m memoryd serve --foreground"
+    )
+    with (user_home / "stderr").open("wb") as err:
+        proc = subprocess.Popen(
+            ["unshare", "-rm", "sh", "-c", script],
+            env=env,
+            cwd=user_home,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    socket = home / "run" / "memoryd.sock"
+    try:
+        deadline = time.monotonic() + 20
+        while not socket.exists():
+            assert proc.poll() is None, (user_home / "stderr").read_text()
+            assert time.monotonic() < deadline, "the daemon did not start"
+            time.sleep(0.05)
+        with Client(socket, timeout=20) as client:
+            hits = client.call("memory.search", workspace=str(project), query="lute")["results"]
+            assert [h["path"] for h in hits] == [f"{ws.dir.name}/MEMORY.md"]
+            assert client.call("memory.search", workspace=str(project), query="viol")["results"]
+            for scope in ("workspace", "global"):
+                with pytest.raises(ReadOnly):
+                    client.call("memory.remember", workspace=str(project), text="no", scope=scope)
+            with pytest.raises(ReadOnly):
+                client.call("session.open", workspace=str(project), session_id="s1")
+            time.sleep(1.5)  # no crash loop: still running, no failures
+            (actor,) = client.call("daemon.status")["actors"]
+            assert actor["state"] == "running" and actor["failures"] == 0
+            assert "Read-only file system" in actor["read_only"]
+            assert client.call("memory.search", workspace=str(project), query="lute")["results"]
+        assert not (ws.dir / "index.sqlite").exists()  # nothing was written there
+    finally:
+        proc.kill()
+        proc.wait(10)

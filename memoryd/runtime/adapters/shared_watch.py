@@ -167,13 +167,13 @@ class SharedWatcher:
                 self._run = None
 
     def _tick(self) -> None:
-        """The root watch checked for changes once more: every directory created before
-        this tick (a new workspace's) is watched by now."""
+        """The root watch handed back a batch after the subscription: the watch thread
+        (which adds a watch for each new directory as soon as it sees it created) has run
+        since the actor's directories were made."""
         for subs in self._subscribers.values():
             for subscriber in subs:
                 subscriber.ticks += 1
-                if subscriber.ticks >= 2:  # a whole tick after subscribing
-                    subscriber.seen.set()
+                subscriber.seen.set()
 
     def _route(self, paths: set[Path]) -> None:
         """Hand each changed memory file to the actors it concerns."""

@@ -11,6 +11,7 @@ and the supervisor restarts it with backoff. A request that fails never stops th
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -24,7 +25,13 @@ import structlog
 from memoryd.core.config import Config
 from memoryd.core.flushing import Message, Trigger
 from memoryd.core.transcripts import Format
-from memoryd.errors import ActorUnavailable, MemorydError, WatcherUnavailable, leaf_errors
+from memoryd.errors import (
+    ActorUnavailable,
+    MemorydError,
+    ReadOnly,
+    WatcherUnavailable,
+    leaf_errors,
+)
 from memoryd.providers.embeddings import EmbeddingProvider
 from memoryd.providers.llm import ChatModel
 from memoryd.runtime.adapters.watcher import watch_memory, workspace_targets
@@ -34,8 +41,8 @@ from memoryd.runtime.workspace.ingest import Ingestor
 from memoryd.runtime.workspace.memory import WorkspaceMemory
 from memoryd.runtime.workspace.search import SearchResponse
 from memoryd.runtime.workspace.sessions import SessionManager
-from memoryd.store.files import read_text, sweep_temp_files
-from memoryd.store.layout import Workspace, ensure_workspace_dirs, global_memory_file
+from memoryd.store.files import mkdtemp_private, read_text, sweep_temp_files
+from memoryd.store.layout import Workspace, global_memory_file, writable_problem
 from memoryd.store.secretscan import FileScan
 
 log = structlog.get_logger(__name__)
@@ -82,6 +89,8 @@ class WorkspaceActor:
         self._watch = watch
         self.watcher: WatcherMode = "starting"
         self.watcher_error: str | None = None
+        self.read_only: str | None = None
+        """Why this workspace's memory cannot be written (None: it can); see :meth:`run`."""
         self.started_at = clock()
         self.last_used = clock()
         self.last_search: dict[str, Any] | None = None
@@ -97,16 +106,23 @@ class WorkspaceActor:
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
-        await anyio.to_thread.run_sync(ensure_workspace_dirs, self.workspace)
-        swept = await anyio.to_thread.run_sync(
-            lambda: sweep_temp_files(
-                [self.root, self.workspace.dir, self.workspace.sessions_dir],
-                older_than=TEMP_FILE_AGE_SECS,
-                now=self.clock(),
+        self.read_only = await anyio.to_thread.run_sync(writable_problem, self.workspace)
+        private: Path | None = None
+        if self.read_only is None:
+            swept = await anyio.to_thread.run_sync(
+                lambda: sweep_temp_files(
+                    [self.root, self.workspace.dir, self.workspace.sessions_dir],
+                    older_than=TEMP_FILE_AGE_SECS,
+                    now=self.clock(),
+                )
             )
-        )
-        if swept:
-            self.log.info("temp_files.removed", count=swept)
+            if swept:
+                self.log.info("temp_files.removed", count=swept)
+        else:
+            # Serve search from an index rebuilt in a private temp directory; refuse writes.
+            self.log.warning("workspace.read_only", reason=self.read_only)
+            private = Path(await anyio.to_thread.run_sync(mkdtemp_private))
+            self.memory.use_index_at(private / "index.sqlite")
         try:
             await self.memory.open()
             async with anyio.create_task_group() as tg:
@@ -118,8 +134,9 @@ class WorkspaceActor:
                 tg.start_soon(self._reconcile_loop)
                 tg.start_soon(self._big_sync_loop)
                 tg.start_soon(self._embed_loop)
-                await tg.start(self.sessions.run)
-                tg.start_soon(self._dream_check_loop)
+                if self.read_only is None:  # journals, flushes and dreams all write
+                    await tg.start(self.sessions.run)
+                    tg.start_soon(self._dream_check_loop)
                 self._ready = True
                 self.log.info("actor.started", watcher=self.watcher)
                 task_status.started()
@@ -128,6 +145,8 @@ class WorkspaceActor:
             self._tg = None
             with anyio.CancelScope(shield=True), anyio.move_on_after(5):
                 await self.memory.close()
+                if private is not None:
+                    await anyio.to_thread.run_sync(shutil.rmtree, private, True)
             self.log.info("actor.stopped")
 
     def stop(self) -> None:
@@ -268,10 +287,18 @@ class WorkspaceActor:
     # ------------------------------------------------------------------ requests
 
     @contextmanager
-    def _request(self) -> Iterator[None]:
-        """Account for one request: refused unless running; the actor is busy meanwhile."""
+    def _request(self, *, write: bool = False) -> Iterator[None]:
+        """Account for one request: refused unless running (and a ``write`` unless the
+        memory is writable, :class:`ReadOnly`); the actor is busy meanwhile."""
         if not self._ready:
             raise ActorUnavailable(f"workspace {self.workspace.key.dirname} is not running")
+        if write and self.read_only is not None:
+            raise ReadOnly(
+                f"the memory of workspace {self.workspace.key.dirname} is read-only "
+                f"({self.read_only}): search works, writes do not",
+                reason=self.read_only,
+                path=str(self.workspace.dir),
+            )
         self.touch()
         self.in_flight += 1
         try:
@@ -288,7 +315,7 @@ class WorkspaceActor:
         return response
 
     async def remember(self, text: str, scope: str, allow_secrets: bool = False) -> dict[str, Any]:
-        with self._request():
+        with self._request(write=True):
             async with self._write_lock:
                 out = await self.memory.remember(text, scope, allow_secrets=allow_secrets)
         self._embed_wakeup.set()
@@ -322,7 +349,7 @@ class WorkspaceActor:
             return await purge.scan_workspace(self.memory, self.config.secrets.scrubber())
 
     async def secrets_purge(self) -> dict[str, Any]:
-        with self._request():
+        with self._request(write=True):
             async with self._write_lock:
                 out = await purge.purge_workspace(self.memory, self.config.secrets.scrubber())
         self._embed_wakeup.set()
@@ -331,21 +358,21 @@ class WorkspaceActor:
     # sessions (SPEC §7) -------------------------------------------------------------
 
     async def session_open(self, session_id: str, subagent: bool) -> dict[str, Any]:
-        with self._request():
+        with self._request(write=True):
             return await self.sessions.open(session_id, subagent)
 
     async def session_append(self, session_id: str, messages: list[Message]) -> dict[str, Any]:
-        with self._request():
+        with self._request(write=True):
             return await self.sessions.append(session_id, messages)
 
     async def session_usage(self, session_id: str, **usage: Any) -> dict[str, Any]:
-        with self._request():
+        with self._request(write=True):
             out = await self.sessions.usage(session_id, **usage)
         self._embed_wakeup.set()
         return out
 
     async def session_flush(self, session_id: str) -> dict[str, Any]:
-        with self._request():
+        with self._request(write=True):
             out = await self.sessions.flush(session_id)
         self._embed_wakeup.set()
         return out
@@ -353,7 +380,7 @@ class WorkspaceActor:
     async def session_close(self, session_id: str) -> dict[str, Any]:
         """Close a session (summary when due), then check the dream gates; an open gate
         starts a dream in the background — the reply does not wait for the model."""
-        with self._request():
+        with self._request(write=True):
             subagent = self.sessions.is_subagent(session_id)
             marks = self.sessions.ingest_marks(session_id)
             out = await self.sessions.close(session_id)
@@ -393,7 +420,7 @@ class WorkspaceActor:
         both (``after="flush_close"``, trigger ``manual``: ``memoryd ingest --flush``).
         With ``background`` the reply (``{accepted}``) does not wait: the work runs in the
         actor's task group and its failures are logged."""
-        with self._request():
+        with self._request(write=True):
             self.sessions.is_subagent(session_id)  # NotFound now, not in the background
             if background and self._tg is not None:
                 self._tg.start_soon(self._ingest_job, session_id, path, fmt, after)
@@ -437,13 +464,13 @@ class WorkspaceActor:
     # dream (SPEC §8) ----------------------------------------------------------------
 
     async def dream_run(self, force: bool) -> dict[str, Any]:
-        with self._request():
+        with self._request(write=True):
             result = await self.dreamer.run(manual=True, force=force)
         self._embed_wakeup.set()
         return result.to_dict()
 
     async def dream_undo(self, force: bool = False) -> dict[str, Any]:
-        with self._request():
+        with self._request(write=True):
             out = await self.dreamer.undo(force=force)
             logs = [self.workspace.sessions_dir / n for n in out["logs_restored"]]
             await self.memory.sync_paths([self.workspace.memory_file, *logs])
@@ -471,6 +498,7 @@ class WorkspaceActor:
             "state": "running" if self._ready else "starting",
             "watcher": self.watcher,
             "watcher_error": self.watcher_error,
+            "read_only": self.read_only,
             "dirty": self.memory.dirty_count,
             "last_used": self.last_used,
             "last_search": self.last_search,

@@ -101,6 +101,12 @@ class WorkspaceMemory:
         self.scan: dict[str, int] | None = None  # files done/total of a big sync under way
         self._searches = SearchTally()  # one `search.summary` at info every few minutes
 
+    def use_index_at(self, path: Path) -> None:
+        """Keep the index at ``path`` instead of the workspace's ``index.sqlite`` (a
+        read-only workspace: rebuilt from the markdown there). Call before :meth:`open`."""
+        self.index.db_path = path
+        self._vectors = VectorReader(path)
+
     # ------------------------------------------------------------------ plumbing
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
