@@ -77,12 +77,11 @@ def _purge(args: argparse.Namespace) -> int:
         line = f"{ws['workspace']}: {ws['redacted']} redacted in {len(ws['files'])} file(s)"
         if "history_files" in ws:
             line += (
-                f" ({ws['history_files']} in .history/), {ws['chunks_dropped']} chunk(s) and "
+                f" ({ws['history_files']} in .history/, {ws['journals']} open-session "
+                f"journal(s)), {ws['chunks_dropped']} chunk(s) and "
                 f"{ws['cache_entries_dropped']} cached vector(s) dropped, re-indexed"
             )
         if ws.get("index_removed"):
             line += f"; index removed ({ws.get('error')})"
         print(line)
-        for skipped in ws.get("skipped", []):
-            print(f"  skipped {skipped['path']}: {skipped['reason']}")
     return EXIT_OK

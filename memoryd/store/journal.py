@@ -35,7 +35,7 @@ import errno
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,7 +45,7 @@ import structlog
 
 from memoryd.core.flushing import ROLES, Message
 from memoryd.errors import StorageError
-from memoryd.store.files import make_private_dirs
+from memoryd.store.files import atomic_write_bytes, make_private_dirs
 
 log = structlog.get_logger(__name__)
 
@@ -481,6 +481,25 @@ class Journal:
 
     def record_closed(self, summary_written: bool) -> None:
         self._write([{"type": "closed", "summary_written": summary_written}])
+
+    def rewrite(self, transform: Callable[[bytes], bytes | None]) -> bool:
+        """Replace the journal's bytes by ``transform(old)`` atomically (None: leave them),
+        then append to the new file (``secrets purge`` redacts an open session's journal)."""
+        try:
+            data = self.path.read_bytes()
+        except OSError as exc:
+            raise _error("read", self.path, exc) from exc
+        new = transform(data)
+        if new is None:
+            return False
+        was_open = self._fd is not None
+        self.close()
+        try:
+            atomic_write_bytes(self.path, new)
+        finally:
+            if was_open:
+                self._open_fd(create=False)
+        return True
 
     def close(self) -> None:
         """Close the file (the journal stays on disk)."""

@@ -13,14 +13,17 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from bench.secrets_corpus import Planted, planted
+from memoryd.core.flushing import Message
 from memoryd.core.secrets import REDACTION
-from memoryd.store.layout import resolve_workspace
+from memoryd.store.journal import Journal, JournalHeader
+from memoryd.store.layout import ensure_workspace_dirs, resolve_workspace
 from tests.runtime.daemon_fixtures import (
     home_fixture,  # noqa: F401 - the `home` fixture
     in_process_daemon,
@@ -158,8 +161,15 @@ async def test_purge_leaves_no_secret_on_disk_or_in_the_index_and_search_still_w
     corpus = planted(per_kind=2, seed=404)
     memory_notes, log_notes, history_notes = corpus[0::3], corpus[1::3], corpus[2::3]
     glob = planted(per_kind=1, seed=405)[:5]
+    journaled = planted(per_kind=1, seed=406)[5:10]
     ws_path = project(home, "svc")
     ws = resolve_workspace(ws_path, home / "memory")
+    # A session left open by a daemon from before the scrubber: its journal holds secrets.
+    ensure_workspace_dirs(ws)
+    journal = Journal(ws.live_dir, "old-0001")
+    journal.open(JournalHeader(str(ws_path), "old-0001", False, time.time()))
+    journal.append_messages([Message("user", p.text) for p in journaled], time.time())
+    journal.close()
     async with in_process_daemon(config=HASH_EMBEDDINGS) as d:
         await d.call("memory.files", workspace=str(ws_path))  # the actor makes the dirs
         # Memory written before the scrubber existed: straight to disk.
@@ -196,12 +206,18 @@ async def test_purge_leaves_no_secret_on_disk_or_in_the_index_and_search_still_w
         assert scanned["findings"] >= len(corpus) + len(glob)
         assert {"MEMORY.md", ws.memory_file.relative_to(home / "memory").as_posix()} <= listed
         assert any(".history/" in path for path in listed)
-        assert leaks(corpus + glob, str(scanned)) == []  # never the value
+        assert leaks(corpus + glob + journaled, str(scanned)) == []  # never the value
+        assert any(".live/" in path for path in listed)
 
         purged = await d.call("secrets.purge", all=True)
         [result] = purged["workspaces"]
         assert purged["global"]["redacted"] >= len(glob)
         assert result["history_files"] == 2 and result["chunks_dropped"] > 0
+        assert result["journals"] == 1
+        # The open session still journals (to the rewritten file) and closes cleanly.
+        later = {"role": "user", "content": "and the okapi canary goes first"}
+        await d.call("session.append", session_id="old-0001", messages=[later])
+        assert "okapi canary" in (ws.live_dir / "old-0001.jsonl").read_text(encoding="utf-8")
         assert result["cache_entries_dropped"] == 0  # the hash provider is not cached
 
         again = await d.call("secrets.scan", all=True)
@@ -213,5 +229,5 @@ async def test_purge_leaves_no_secret_on_disk_or_in_the_index_and_search_still_w
         found = [await d.search(ws_path, p.values[0][:60], min_score=0.0) for p in corpus[::4]]
         assert leaks(corpus + glob, str(found)) == []
 
-    assert leaks(corpus + glob, everything_on_disk(home)) == []  # the index file included
+    assert leaks(corpus + glob + journaled, everything_on_disk(home)) == []  # the index too
     json.loads((ws.history_dir / "dreams.jsonl").read_text(encoding="utf-8"))  # still JSON

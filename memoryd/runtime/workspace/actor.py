@@ -351,7 +351,9 @@ class WorkspaceActor:
     async def secrets_purge(self) -> dict[str, Any]:
         with self._request(write=True):
             async with self._write_lock:
-                out = await purge.purge_workspace(self.memory, self.config.secrets.scrubber())
+                out = await purge.purge_workspace(
+                    self.memory, self.config.secrets.scrubber(), self.sessions
+                )
         self._embed_wakeup.set()
         return out
 

@@ -10,10 +10,9 @@ the value.
    are keyed by the text);
 2. each file with a secret is rewritten atomically with the secret redacted, under the
    file's lock — ``.history/`` backups included, since a backup holding the secret would
-   defeat the purge (``dream --undo`` then restores the redacted version). The journals of
-   sessions open right now (``sessions/.live/``) are left alone: a rename under an open
-   journal would lose its next appends; they hold only scrubbed messages unless they predate
-   the scrubber, and are removed when the session closes;
+   defeat the purge (``dream --undo`` then restores the redacted version). The journal of a
+   session open right now (``sessions/.live/``) is rewritten by the session manager under
+   the session's write lock, and appended to again after the rename;
 3. the noted texts' embedding-cache entries are deleted (every model);
 4. the index re-syncs what changed (the affected chunks and their vectors go, the redacted
    text is chunked and embedded anew), then is compacted (FTS5 segments merged, free pages
@@ -32,6 +31,7 @@ from memoryd.core.secrets import Scrubber
 from memoryd.providers.cache import CachedProvider, text_key
 from memoryd.runtime.workspace.filelock import file_lock
 from memoryd.runtime.workspace.memory import WorkspaceMemory
+from memoryd.runtime.workspace.sessions import SessionManager
 from memoryd.store.secretscan import (
     FileScan,
     compact_index,
@@ -68,17 +68,15 @@ async def scan_workspace(memory: WorkspaceMemory, scrubber: Scrubber) -> list[Fi
     return await anyio.to_thread.run_sync(scan_files, files, scrubber)
 
 
-def _is_live_journal(path: Path) -> bool:
-    return path.parent.name == LIVE_DIR
-
-
-async def redact_files(scans: list[FileScan], scrubber: Scrubber) -> tuple[list[Path], int]:
-    """Rewrite each scanned file with its secrets redacted (open-session journals skipped);
-    returns the files rewritten and the secrets redacted."""
+async def redact_files(
+    scans: list[FileScan], scrubber: Scrubber, *, skip: frozenset[Path] = frozenset()
+) -> tuple[list[Path], int]:
+    """Rewrite each scanned file with its secrets redacted (but those in ``skip``); returns
+    the files rewritten and the secrets redacted."""
     done: list[Path] = []
     count = 0
     for scanned in scans:
-        if _is_live_journal(scanned.path):
+        if scanned.path in skip:
             continue
         async with file_lock(scanned.path):
             n = await anyio.to_thread.run_sync(redact_file, scanned.path, scrubber)
@@ -88,7 +86,9 @@ async def redact_files(scans: list[FileScan], scrubber: Scrubber) -> tuple[list[
     return done, count
 
 
-async def purge_workspace(memory: WorkspaceMemory, scrubber: Scrubber) -> dict[str, Any]:
+async def purge_workspace(
+    memory: WorkspaceMemory, scrubber: Scrubber, sessions: SessionManager | None = None
+) -> dict[str, Any]:
     """Purge the workspace's files and index as the module docstring says (global files the
     caller redacted before are re-synced into this index too)."""
     root = memory.root
@@ -99,7 +99,12 @@ async def purge_workspace(memory: WorkspaceMemory, scrubber: Scrubber) -> dict[s
         return [text for (text,) in rows if scrubber.scan(text)]
 
     texts = await memory.db_phase(affected_texts)
-    rewritten, redacted = await redact_files(scans, scrubber)
+    live = frozenset(sessions.journal_paths) if sessions is not None else frozenset()
+    rewritten, redacted = await redact_files(scans, scrubber, skip=live)
+    if sessions is not None:
+        journals = await sessions.redact_journals(scrubber)
+        rewritten += journals
+        redacted += sum(len(s.findings) for s in scans if s.path in journals)
     dropped = 0
     provider = memory.provider
     if texts and isinstance(provider, CachedProvider):
@@ -107,7 +112,6 @@ async def purge_workspace(memory: WorkspaceMemory, scrubber: Scrubber) -> dict[s
         dropped = await anyio.to_thread.run_sync(provider.store.delete_keys, keys)
     synced = await memory.reconcile()
     await memory.db_phase(lambda: compact_index(memory.index.conn))
-    skipped = [s for s in scans if _is_live_journal(s.path)]
     out = {
         "files": [p.relative_to(root).as_posix() for p in rewritten],
         "redacted": redacted,
@@ -115,13 +119,7 @@ async def purge_workspace(memory: WorkspaceMemory, scrubber: Scrubber) -> dict[s
         "chunks_dropped": len(texts),
         "cache_entries_dropped": dropped,
         "reindexed_files": synced,
-        "skipped": [
-            {
-                "path": s.path.relative_to(root).as_posix(),
-                "reason": "the journal of an open session (removed when it closes)",
-            }
-            for s in skipped
-        ],
+        "journals": sum(1 for p in rewritten if p.parent.name == LIVE_DIR),
     }
     log.warning(
         "secrets.purge",
