@@ -106,7 +106,7 @@ async def test_every_session_method_answers_its_documented_shape(home: Path, llm
 
         llm.queue(NOTE)
         flushed = await d.call("session.flush", session_id="sess-0001")
-        assert flushed == {"outcome": "written", "path": flushed["path"]}
+        assert flushed == {"outcome": "written", "path": flushed["path"], "session_id": "sess-0001"}
         text = await session_log(d, flushed["path"])
         assert re.search(r"^<!-- flush \S+ trigger=manual -->\n## Build cache", text, re.M)
         [prompt] = llm.prompts
@@ -122,7 +122,7 @@ async def test_every_session_method_answers_its_documented_shape(home: Path, llm
         await d.call("session.append", session_id="sess-0001", messages=[user("and pruning?")])
         llm.queue("NO_REPLY")
         again = await d.call("session.flush", session_id="sess-0001")
-        assert again == {"outcome": "nothing_to_store"}
+        assert again == {"outcome": "nothing_to_store", "session_id": "sess-0001"}
         assert "/var/cache/zebrafish" in llm.prompts[-1].user.split("## Transcript")[0]
 
         # One flush per session at a time: a second one while the first waits is busy.
