@@ -26,7 +26,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from blake3 import blake3
@@ -34,6 +34,7 @@ from blake3 import blake3
 from memoryd.core.dreaming import normalize_heading, strip_footer
 from memoryd.core.markdown import Fences, heading, sections, unwrap_fence
 from memoryd.core.templates import is_scaffold
+from memoryd.core.times import rfc3339
 from memoryd.errors import ModelError
 
 #: Characters of section text one distiller batch holds (a longer section is cut).
@@ -450,7 +451,7 @@ def _escape_headings(body: str) -> str:
 
 def render_lessons(lessons: Sequence[Lesson], now: datetime) -> str:
     """The ``experience.md`` sections of ``lessons``, each with its sources and the time."""
-    when = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    when = rfc3339(now)
     blocks = []
     for lesson in lessons:
         sources = "\n".join(f"- {pointer}" for pointer in lesson.sources)

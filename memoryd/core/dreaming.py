@@ -43,6 +43,7 @@ from memoryd.core.markdown import sections, strip_comments, unwrap_fence
 from memoryd.core.notes import DREAM_FOOTER
 from memoryd.core.templates import is_scaffold
 from memoryd.core.text import WORD, words_and_bigrams
+from memoryd.core.times import rfc3339
 from memoryd.core.workspace import is_log_of_session
 
 GateName = Literal["disabled", "subagent", "too_soon", "too_few_sessions", "open"]
@@ -493,7 +494,7 @@ MIN_NEW_TOKENS = 3
 
 def footer(consumed: Sequence[str], now: datetime) -> str:
     """``<!-- dream <UTC time> consumed: a.md, b.md -->`` (``--`` in names made safe)."""
-    when = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    when = rfc3339(now)
     names = ", ".join(name.replace("--", "-\u2010") for name in consumed) or "none"
     return f"<!-- dream {when} consumed: {names} -->"
 

@@ -32,6 +32,7 @@ from fractions import Fraction
 from typing import Any, Literal, get_args
 
 from memoryd.core.markdown import Fences, headings, unwrap_fence
+from memoryd.core.times import rfc3339
 from memoryd.errors import InvalidParams
 
 Role = Literal["user", "assistant", "system", "tool"]
@@ -347,17 +348,12 @@ def first_flush_of_compaction(last_flushed_count: int | None, compaction_count: 
 # ---------------------------------------------------------------------- session log text
 
 
-def utc_iso(now: datetime) -> str:
-    """``now`` as ``YYYY-MM-DDTHH:MM:SSZ`` (UTC)."""
-    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def flush_section(text: str, now: datetime, trigger: Trigger) -> str:
     """The section a flush appends: the ``<!-- flush <UTC time> trigger=<trigger> -->`` mark
     line directly above the flushed markdown."""
     if trigger not in TRIGGERS:
         raise ValueError(f"unknown flush trigger {trigger!r}")
-    return f"<!-- flush {utc_iso(now)} trigger={trigger} -->\n{text.strip()}\n"
+    return f"<!-- flush {rfc3339(now)} trigger={trigger} -->\n{text.strip()}\n"
 
 
 def _topic(text: str) -> str:

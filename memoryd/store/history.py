@@ -39,6 +39,7 @@ import structlog
 from blake3 import blake3
 
 from memoryd.core.dreaming import effective_mtime, is_session_log, last_undoable
+from memoryd.core.times import rfc3339, utc
 from memoryd.errors import MemoryChanged, NotFound, StorageError
 from memoryd.store.files import atomic_write_bytes, read_bytes
 from memoryd.store.layout import Workspace
@@ -56,15 +57,6 @@ _BACKUP = re.compile(r"\AMEMORY\.\d{8}T\d{6}\.\d{6}Z(?:-\d+)?\.md\Z")
 def digest(data: bytes | None) -> str | None:
     """The content hash (blake3, hex) of a file's bytes; None for a missing file."""
     return None if data is None else blake3(data).hexdigest()
-
-
-def utc(stamp: float) -> datetime:
-    return datetime.fromtimestamp(stamp, UTC)
-
-
-def iso(stamp: float) -> str:
-    """A Unix time as ``YYYY-MM-DDTHH:MM:SSZ`` (UTC)."""
-    return utc(stamp).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_iso(text: object) -> float | None:
@@ -275,7 +267,7 @@ def undo_last(ws: Workspace, keep: int, now: float, *, force: bool = False) -> d
         append_journal(
             ws.history_dir,
             {
-                "time": iso(now),
+                "time": rfc3339(now),
                 "outcome": "undone",
                 "undoes": entry.get("id"),
                 "restored": backup,

@@ -31,6 +31,7 @@ from typing import Any
 
 import structlog
 
+from memoryd.core.times import rfc3339
 from memoryd.core.workspace import SLUG_MAX, hash8_of, slugify, workspace_key
 from memoryd.errors import StorageError
 from memoryd.store.files import atomic_write_text, make_private_dirs, read_bytes
@@ -138,16 +139,12 @@ def load_registry(root: Path) -> list[RegistryEntry]:
     return [entries[name] for name in sorted(entries)]
 
 
-def _stamp(now: datetime) -> str:
-    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def record_workspace(root: Path, ws: Workspace, now: datetime | None = None) -> bool:
     """Record that ``ws`` is being served (first seen kept, last seen and path updated).
 
     Never raises: a failed write is logged and returns False (serving goes on).
     """
-    stamp = _stamp(now or datetime.now(UTC))
+    stamp = rfc3339(now or datetime.now(UTC))
     dirname = ws.key.dirname
     with _lock:
         entries = _read(root)

@@ -234,7 +234,7 @@ async def test_with_a_check_interval_the_actor_checks_on_that_period(
         await d.call("memory.files", workspace=str(path))
         write_log(ws, 1)
         status = await d.call("dream.status", workspace=str(path))
-        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", status["next_check"])
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", status["next_check"])
         prompts = await anyio.to_thread.run_sync(llm.wait_for_requests, 3)
         gaps = [b.at - a.at for a, b in itertools.pairwise(prompts)]
         assert all(gap >= interval * 0.9 for gap in gaps), gaps  # one check per period

@@ -15,7 +15,6 @@ import shutil
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,6 +23,7 @@ import structlog
 
 from memoryd.core.config import Config
 from memoryd.core.flushing import Message, Trigger
+from memoryd.core.times import rfc3339
 from memoryd.core.transcripts import Format
 from memoryd.errors import (
     ActorUnavailable,
@@ -488,7 +488,7 @@ class WorkspaceActor:
         """When the periodic dream check runs next (ISO UTC), or ``off`` (the default)."""
         if self.next_dream_check is None:
             return "off"
-        return datetime.fromtimestamp(self.next_dream_check, UTC).isoformat(timespec="seconds")
+        return rfc3339(self.next_dream_check)
 
     async def status(self) -> dict[str, Any]:
         scan = self.memory.scan  # a big sync holds the index: its stats wait until it ends

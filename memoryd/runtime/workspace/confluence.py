@@ -44,6 +44,7 @@ import structlog
 from memoryd.core import confluence as cf
 from memoryd.core.config import Config
 from memoryd.core.dreaming import normalize_heading
+from memoryd.core.times import rfc3339
 from memoryd.core.workspace import MEMORY_FILE
 from memoryd.errors import Busy, MemorydError, ModelNotConfigured, StorageError, describe_error
 from memoryd.providers.llm import ChatModel
@@ -66,10 +67,6 @@ Sleep = Callable[[float], Awaitable[None]]
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-def _iso(when: datetime) -> str:
-    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(slots=True)
@@ -121,8 +118,8 @@ class RunReport:
             "outcome": self.outcome,
             "skipped": self.skipped,
             "trigger": self.trigger,
-            "started_at": _iso(self.started_at),
-            "finished_at": _iso(self.finished_at) if self.finished_at else None,
+            "started_at": rfc3339(self.started_at),
+            "finished_at": rfc3339(self.finished_at) if self.finished_at else None,
             "counts": self.counts(),
             "errors": self.errors,
             "rejections": self.rejections,
@@ -467,7 +464,7 @@ class Confluence:
                 "enabled": config.confluence.enabled,
                 "schedule": config.confluence.schedule,
                 "running": self.running,
-                "next_run": _iso(nxt) if nxt else None,
+                "next_run": rfc3339(nxt) if nxt else None,
                 "last_run": {
                     key: last.get(key)
                     for key in ("started_at", "trigger", "outcome", "skipped", "counts")

@@ -64,6 +64,7 @@ from memoryd.core.dreaming import (
     is_session_log,
     with_footer,
 )
+from memoryd.core.times import rfc3339, utc
 from memoryd.errors import ModelNotConfigured, StorageError, describe_error
 from memoryd.providers.llm import ChatModel
 from memoryd.runtime import failpoints
@@ -80,7 +81,6 @@ from memoryd.store.history import (
     commit_guard,
     digest,
     finish_interrupted_clean_up,
-    iso,
     last_settled,
     new_entry_id,
     plan_clean_up,
@@ -89,7 +89,6 @@ from memoryd.store.history import (
     read_journal,
     save_backup,
     undo_last,
-    utc,
 )
 from memoryd.store.layout import Workspace
 
@@ -484,7 +483,7 @@ class Dreamer:
 
     def _journal(self, outcome: str, reason: str | None, inp: DreamInput, **extra: Any) -> None:
         entry = {
-            "time": iso(self.clock()),
+            "time": rfc3339(self.clock()),
             "outcome": outcome,
             "reason": reason,
             "pid": os.getpid(),
@@ -537,7 +536,7 @@ class Dreamer:
             stamp = info.mtime  # a released lock's mtime is the last consolidation
         else:
             stamp = last_settled(entries)
-        last = None if stamp is None else iso(stamp)
+        last = None if stamp is None else rfc3339(stamp)
         last_run = entries[-1] if entries else None
         data = read_bytes(self.workspace.memory_file)
         memory_chars = len(data.decode("utf-8", "replace")) if data is not None else 0

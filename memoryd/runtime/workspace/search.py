@@ -5,12 +5,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import anyio
 
 from memoryd.core.ranking import Ranked
+from memoryd.core.times import rfc3339
 
 SNIPPET_CHARS = 700
 
@@ -32,11 +32,7 @@ class SearchHit:
     @classmethod
     def from_ranked(cls, item: Ranked) -> SearchHit:
         c = item.candidate
-        when = (
-            datetime.fromtimestamp(c.chunk_time, UTC).isoformat(timespec="seconds")
-            if c.chunk_time is not None
-            else None
-        )
+        when = rfc3339(c.chunk_time, zulu=False) if c.chunk_time is not None else None
         snippet = c.text.strip()
         if len(snippet) > SNIPPET_CHARS:
             snippet = snippet[: SNIPPET_CHARS - 1].rstrip() + "…"

@@ -1,0 +1,26 @@
+"""UTC times as memoryd writes them — pure.
+
+Every time memoryd writes (replies, journals, flush marks, dream footers, lessons) is UTC to
+the second in RFC 3339: ``2026-12-01T17:02:51Z``. :func:`rfc3339` is the one formatter;
+``zulu=False`` spells the offset ``+00:00`` instead, for the one reply that always has
+(``memory.search``'s ``chunk_time``).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+__all__ = ["rfc3339", "utc"]
+
+
+def utc(when: float | datetime) -> datetime:
+    """``when`` (Unix seconds, or a datetime with a zone) as an aware UTC datetime."""
+    if isinstance(when, datetime):
+        return when.astimezone(UTC)
+    return datetime.fromtimestamp(when, UTC)
+
+
+def rfc3339(when: float | datetime, *, zulu: bool = True) -> str:
+    """``when`` as ``YYYY-MM-DDTHH:MM:SSZ`` (UTC, to the second; ``+00:00`` unless ``zulu``)."""
+    text = utc(when).isoformat(timespec="seconds")
+    return text.removesuffix("+00:00") + "Z" if zulu else text
