@@ -71,7 +71,9 @@ class Section(NamedTuple):
 def heading(line: str) -> Heading | None:
     """The ATX heading ``line`` is, else None (whether it lies in fenced code is not known
     here: see :func:`headings`)."""
-    match = _HEADING.fullmatch(line.removesuffix("\r"))
+    # A heading line may end in two "\r" (as the chunker has always read them: chunk ids
+    # depend on where sections start).
+    match = _HEADING.fullmatch(line.removesuffix("\r").removesuffix("\r"))
     if match is None:
         return None
     title = (match.group(2) or "").strip()

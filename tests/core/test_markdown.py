@@ -135,6 +135,7 @@ def test_every_reader_sees_the_same_headings(text: str) -> None:
         ("    # four spaces is code", None),
         ("\t# tab is code", None),
         ("#\tTabbed\r", Heading(1, "Tabbed")),
+        ("## two CRs\r\r", Heading(2, "two CRs")),
         ("### ###", Heading(3, "")),
     ],
 )
