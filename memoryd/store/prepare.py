@@ -59,6 +59,23 @@ class Prepared:
     """Why this file is not indexed (whole): not a regular file, over the size limit, not
     valid UTF-8. The index logs each once and lists them in its stats (``status``)."""
 
+    def prefix(self, count: int) -> Prepared:
+        """This file as its first ``count`` chunks, for writing a big file in several
+        phases (:meth:`memoryd.runtime.workspace.memory.WorkspaceMemory.sync_big`). Until
+        the last one its hash is ``partial:<count>`` (never a file's), so each phase writes
+        and a stop half-way leaves the file to sync again."""
+        assert self.chunks is not None
+        if count >= len(self.chunks):
+            return self
+        return replace(
+            self,
+            digest=f"partial:{count}",
+            chunks=self.chunks[:count],
+            ids=self.ids[:count],
+            times=self.times[:count],
+            bodies=self.bodies[:count],
+        )
+
     def chunked(self, max_chars: int, overlap_chars: int) -> Prepared:
         """This file with its chunks, ids, times and FTS bodies (as is when it has them)."""
         if self.chunks is not None or self.missing or self.error is not None:

@@ -458,3 +458,34 @@ def test_a_big_sync_gives_back_the_memory_of_its_staging_tables(
     (workspace.sessions_dir / "2026-11-30-new.md").write_text("## New\n\nanother note\n")
     assert index.sync_many(index.disk_files()).chunks_added == 1
     index.close()
+
+
+def test_a_big_file_written_as_growing_prefixes_ends_as_one_write(
+    ws: tuple[Path, Workspace],
+) -> None:
+    """Issue #17: WorkspaceMemory.sync_big writes a big file a prefix per DB phase; the end
+    state is the same as one write, and until the last phase its hash stays empty."""
+    root, workspace = ws
+    path = workspace.sessions_dir / "2025-01-01-big-0000aaaa.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        "".join(f"## Part {i}\n\nword{i} " + "filler " * 300 + "\n\n" for i in range(40))
+    )
+    index = open_index(root, workspace)
+    item = index.prepare(path)
+    assert item.chunks is not None and len(item.chunks) > 10
+    for count in (5, 10):
+        index.write_prepared(item.prefix(count), last=False)
+        rel = index.rel(path)
+        assert index.conn.execute("SELECT hash FROM files WHERE path = ?", (rel,)).fetchone() == (
+            f"partial:{count}",
+        )
+        assert index.count_chunks() == count
+    index.write_prepared(item.prefix(len(item.chunks)))
+    phased = sorted(index.conn.execute("SELECT id, start_line, end_line FROM chunks"))
+    assert index.reconcile() == []  # the hash is the file's now
+    index.close()
+    fresh = open_index(root, workspace)
+    fresh.rebuild("compare")
+    assert sorted(fresh.conn.execute("SELECT id, start_line, end_line FROM chunks")) == phased
+    fresh.close()

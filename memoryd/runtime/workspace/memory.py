@@ -50,6 +50,7 @@ T = TypeVar("T")
 
 BATCH_SYNC_MIN = 16  # sync this many dirty files or more in batched transactions
 BIG_SYNC_BYTES = 1 << 20  # a dirty file this big is read and chunked outside the DB phase
+BIG_SYNC_CHUNKS = 1000  # ... and written this many chunks per DB phase
 MAX_GET_CHARS = 256 * 1024  # memory.get answers at most this much text; the rest by `from`
 
 
@@ -243,15 +244,38 @@ class WorkspaceMemory:
             path = self._big.pop()
             if not self.index.belongs(path):
                 continue
+            started = time.perf_counter()
             item = await anyio.to_thread.run_sync(self.index.prepare, path)
+            prepared = time.perf_counter()
+            # Written in phases of BIG_SYNC_CHUNKS chunks (a growing prefix of the file):
+            # a search waits for one phase at most, never for the whole file.
+            total = len(item.chunks) if item.chunks is not None else 0
+            counts = range(BIG_SYNC_CHUNKS, total + BIG_SYNC_CHUNKS, BIG_SYNC_CHUNKS)
+            parts = [item.prefix(n) for n in counts] if total > BIG_SYNC_CHUNKS else [item]
             try:
-                written = await self._run(self.index.write_prepared, item)
+                for number, part in enumerate(parts, 1):
+                    last = number == len(parts)
+                    written = await self._run(
+                        functools.partial(self.index.write_prepared, part, last=last)
+                    )
+                    if last:
+                        report.add(written)
+                    else:
+                        report.chunks_added += written.chunks_added
+                        report.chunks_removed += written.chunks_removed
             except (StorageError, DatabaseError) as exc:  # disk full …: the next sync retries
                 self.log.warning("index.sync_failed", path=str(path), error=str(exc))
                 self.mark_dirty([path])
                 report.errors.append(f"{path}: {exc}")
                 continue
-            report.add(written)
+            self.log.info(
+                "index.big_file_synced",
+                path=str(path),
+                chunks=total,
+                phases=len(parts),
+                prepare_secs=round(prepared - started, 3),
+                write_secs=round(time.perf_counter() - prepared, 3),
+            )
         return report
 
     async def sync_paths(self, paths: Iterable[Path]) -> SyncReport:

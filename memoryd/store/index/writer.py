@@ -207,8 +207,10 @@ class Writer(Vectors):
             max_bytes=self.settings.max_file_bytes,
         )
 
-    def write_prepared(self, item: Prepared) -> SyncReport:
-        """Write one file :meth:`prepare` read (in its own transaction)."""
+    def write_prepared(self, item: Prepared, *, last: bool = True) -> SyncReport:
+        """Write one file :meth:`prepare` read (in its own transaction); ``last=False``
+        for all but the last of the phases a big file is written in (the memory is given
+        back to the OS after the last)."""
         report = SyncReport()
         if item.error is not None:
             report.errors.append(f"{item.path}: {item.error}")
@@ -216,8 +218,9 @@ class Writer(Vectors):
             return report
         with self._transaction():
             self._write([item], report)
-        self._trim_staging()
-        release_free_memory()
+        if last:
+            self._trim_staging()
+            release_free_memory()
         return report
 
     def _create_staging(self) -> None:
