@@ -139,3 +139,52 @@ def test_doctor_reports_a_memory_root_it_cannot_write(
     check = _checks(out)["memory root"]
     assert code == 1 and check["ok"] is False
     assert check["detail"] == f"{root}: {blocker} is not a directory"
+
+
+def test_status_and_doctor_say_when_embedding_calls_time_out_and_what_to_change(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.test_cli_daemon import wait_until
+    from tests.test_cli_memory import running_daemon
+
+    # 40 ms per text: a batch of 32 needs 1.3 s, more than embedding.timeout_secs = 0.5
+    with EmbeddingServer(secs_per_text=0.04) as slow:
+        env = {
+            "MEMORYD_EMBEDDING_PROVIDER": "openai",
+            "MEMORYD_EMBEDDING_BASE_URL": slow.base_url,
+            "MEMORYD_EMBEDDING_MODEL": "mini",
+            "MEMORYD_EMBEDDING_DIMENSIONS": "16",  # no probe: the first call is a full batch
+            "MEMORYD_EMBEDDING_TIMEOUT_SECS": "0.5",
+        }
+        with running_daemon(**env) as daemon:
+            monkeypatch.setenv("MEMORYD_HOME", str(daemon.home))
+            for key, value in env.items():
+                monkeypatch.setenv(key, value)
+            ws = str(daemon.project)
+            notes = "\n\n".join(
+                f"## Note {i}\n\nslow servers need small batches {i}" for i in range(40)
+            )
+            assert run(capsys, "remember", notes, "-w", ws)[0] == 0
+
+            def advised() -> bool:
+                _, out, _ = run(capsys, "status", "--json")
+                return bool(json.loads(out).get("embedding_advice"))
+
+            wait_until(advised, "the daemon reports the timeouts", timeout=30)
+            code, out, _ = run(capsys, "status")
+            line = next(line for line in out.splitlines() if line.startswith("embeddings:"))
+            assert "timed out after 0.5 s" in line and "raise embedding.timeout_secs" in line
+
+            code, out, _ = run(capsys, "doctor", "--json")
+            timeouts = _checks(out)["embedding timeouts"]
+            assert code == 1 and timeouts["ok"] is False
+            assert "embedding.batch_size" in timeouts["detail"]
+            embeddings = _checks(out)["embeddings"]  # its own probe of one text, with advice
+            assert embeddings["ok"] is True
+
+            def embedded() -> bool:  # and the vectors get made all the same
+                _, out, _ = run(capsys, "status", "--json")
+                actor = json.loads(out)["actors"][0]
+                return bool(actor["index"].get("vectors_pending") == 0)
+
+            wait_until(embedded, "every chunk has its vector", timeout=30)

@@ -145,6 +145,8 @@ def _daemon_checks(loaded: configfile.Loaded) -> list[Check]:
         )
     if status.get("embedding_error"):
         checks.append(Check("daemon embeddings", False, str(status["embedding_error"])))
+    if status.get("embedding_advice"):  # its embedding calls time out: what to change
+        checks.append(Check("embedding timeouts", False, str(status["embedding_advice"])))
     if isinstance(status.get("secrets"), dict):
         checks.append(Check("daemon secrets", True, secrets_status_line(status["secrets"])))
     return checks

@@ -134,10 +134,17 @@ def describe(provider: EmbeddingProvider | None, config: Config | None = None) -
         return _line(f"local {inner.model_id}", [f"{inner.dims}-d", threads, *state, *notes])
     if isinstance(inner, OpenAIEmbeddings):
         size = f"{inner.dims}-d" if inner.dims_known else "dimension not known yet"
-        return _line(f"openai {inner.model} at {inner.base_url}", [size, *notes])
+        line = _line(f"openai {inner.model} at {inner.base_url}", [size, *notes])
+        return f"{line}; {inner.advice}" if inner.advice else line
     if isinstance(inner, HashProvider):
         return _line(f"hash {inner.model_id}", [f"{inner.dims}-d", "tests only", *notes])
     return _line(inner.model_id, [f"{inner.dims}-d", *notes])
+
+
+def advice(provider: EmbeddingProvider | None) -> str | None:
+    """What to change when the provider's calls time out (None when nothing to say)."""
+    inner = provider.inner if isinstance(provider, CachedProvider) else provider
+    return inner.advice if isinstance(inner, OpenAIEmbeddings) else None
 
 
 def _line(head: str, notes: list[str]) -> str:

@@ -5,11 +5,21 @@ OpenAI, Ollama, llama.cpp's server, vLLM … :class:`OpenAIEmbeddings` POSTs
 ``batch_size`` texts per request, and ``Authorization: Bearer …`` when the variable named by
 ``api_key_env`` is set.
 
-Each request (one batch) has a deadline of ``timeout_secs``, retries included. A 429, a 5xx or
-a connection failure is retried with exponential backoff (``backoff_base`` doubling, capped at
-``backoff_cap``, or the server's ``Retry-After`` when it fits) up to ``max_retries`` times while
-the deadline allows. Any other 4xx fails at once with the server's message; so does a timeout
-(a hung server costs ``timeout_secs``, not ``timeout_secs × attempts``).
+**Batches that fit the timeout.** Each request (one batch) has a deadline of
+``timeout_secs``, retries included. A slow server (a small model on a laptop CPU) may need
+longer for ``batch_size`` texts than that: a batch that times out is split in half and each
+half sent again (down to one text, which then fails), and later batches are no larger than
+what fits: from each answered request the provider measures seconds per text and sends at
+most as many texts as take half of ``timeout_secs`` at that rate (never more than
+``batch_size``; it grows back when the server speeds up). :attr:`OpenAIEmbeddings.timeouts`
+counts the timeouts and :attr:`OpenAIEmbeddings.advice` says what to change (``status`` and
+``doctor`` show it).
+
+A 429, a 5xx or a connection failure is retried with exponential backoff (``backoff_base``
+doubling, capped at ``backoff_cap``, or the server's ``Retry-After`` when it fits) up to
+``max_retries`` times while the deadline allows. Any other 4xx fails at once with the
+server's message. A timeout is not retried as such, only split: a hung server costs
+``timeout_secs`` per halving of the batch (one query text: ``timeout_secs``).
 
 Every answer is checked: one vector per input, items put in the order of their ``index``,
 every vector of the expected dimension and finite. Vectors are returned L2-normalised.
@@ -34,11 +44,22 @@ from typing import Any
 
 import anyio
 import httpx
+import structlog
 
 from memoryd.errors import EmbeddingError
 from memoryd.providers.embeddings import normalize
 
+log = structlog.get_logger(__name__)
+
 PROBE_TEXT = "memoryd probe"
+FIT_SHARE = 0.5  # a batch should take at most this share of timeout_secs at the measured rate
+RATE_WEIGHT = 0.3  # the weight of the newest measurement in the seconds-per-text average
+
+
+class _TimedOut(EmbeddingError):
+    """One request did not answer within ``timeout_secs`` (the batch may be split)."""
+
+
 _MAX_MESSAGE = 300
 
 
@@ -79,6 +100,10 @@ class OpenAIEmbeddings:
         self._client: httpx.AsyncClient | None = None
         self._dims = dimensions
         self.requests = 0  # HTTP requests sent, retries included
+        self.timeouts = 0  # requests that did not answer within timeout_secs
+        self.fit = batch_size  # texts per request that fit timeout_secs (see the docstring)
+        self.secs_per_text: float | None = None  # measured on answered requests
+        self.advice: str | None = None  # what to change, once a request has timed out
 
     # ------------------------------------------------------------------ identity
 
@@ -107,12 +132,56 @@ class OpenAIEmbeddings:
     # ------------------------------------------------------------------ embedding
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """One unit vector per text, in order, in batches of ``batch_size``."""
+        """One unit vector per text, in order, in batches that fit ``timeout_secs``."""
         batch = [t if t.strip() else " " for t in texts]  # endpoints refuse empty strings
         vectors: list[list[float]] = []
-        for start in range(0, len(batch), self.batch_size):
-            vectors.extend(await self._request(batch[start : start + self.batch_size]))
+        start = 0
+        while start < len(batch):
+            part = batch[start : start + self.fit]
+            vectors.extend(await self._embed_part(part))
+            start += len(part)
         return vectors
+
+    async def _embed_part(self, part: list[str]) -> list[list[float]]:
+        """Embed ``part``; on a timeout, split it in half and send each half again."""
+        try:
+            return await self._request(part)
+        except _TimedOut as exc:
+            self.timeouts += 1
+            if len(part) == 1:
+                self.advice = (
+                    f"{self.url} needs more than embedding.timeout_secs = "
+                    f"{self.timeout_secs:g} s for one text: raise embedding.timeout_secs"
+                )
+                raise EmbeddingError(f"{exc} for one text ({self.advice})") from exc
+            half = (len(part) + 1) // 2
+            self.fit = min(self.fit, half)
+            self.advice = (
+                f"{self.timeouts} request(s) to {self.url} timed out after "
+                f"{self.timeout_secs:g} s (a batch of {len(part)} texts); batches are now "
+                f"at most {self.fit} texts: raise embedding.timeout_secs or lower "
+                f"embedding.batch_size ({self.batch_size}) to fit this server"
+            )
+            log.warning(
+                "embedding.batch_timed_out",
+                texts=len(part),
+                timeout_secs=self.timeout_secs,
+                batch_now=self.fit,
+            )
+            vectors: list[list[float]] = []
+            while len(vectors) < len(part):  # in pieces of what fits now
+                piece = part[len(vectors) : len(vectors) + self.fit]
+                vectors.extend(await self._embed_part(piece))
+            return vectors
+
+    def _measured(self, texts: int, secs: float) -> None:
+        """Learn the server's speed from an answered request; resize :attr:`fit` to it."""
+        rate = secs / max(texts, 1)
+        old = self.secs_per_text
+        self.secs_per_text = rate if old is None else old + RATE_WEIGHT * (rate - old)
+        if self.secs_per_text > 0:
+            fits = int(self.timeout_secs * FIT_SHARE / self.secs_per_text)
+            self.fit = max(1, min(self.batch_size, fits))
 
     async def aclose(self) -> None:
         if self._client is not None:
@@ -140,6 +209,7 @@ class OpenAIEmbeddings:
         while True:
             remaining = deadline - anyio.current_time()
             retry_after: float | None = None
+            sent = anyio.current_time()
             try:
                 with anyio.fail_after(max(remaining, 0.0)):
                     self.requests += 1
@@ -150,7 +220,7 @@ class OpenAIEmbeddings:
                         timeout=max(remaining, 0.001),
                     )
             except (TimeoutError, httpx.TimeoutException) as exc:
-                raise EmbeddingError(
+                raise _TimedOut(
                     f"{self.url} did not answer within {self.timeout_secs:g} s"
                 ) from exc
             except httpx.TransportError as exc:
@@ -158,7 +228,9 @@ class OpenAIEmbeddings:
             else:
                 status = response.status_code
                 if status == 200:
-                    return self._check(response, len(texts))
+                    vectors = self._check(response, len(texts))
+                    self._measured(len(texts), anyio.current_time() - sent)
+                    return vectors
                 reason = f"{self.url} answered HTTP {status}: {self._server_message(response)}"
                 if status != 429 and status < 500:
                     raise EmbeddingError(reason, status=status)

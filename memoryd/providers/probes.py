@@ -22,6 +22,7 @@ from memoryd.errors import MemorydError
 from memoryd.providers.factory import make_provider
 from memoryd.providers.llm import make_chat_model
 from memoryd.providers.local import local_available
+from memoryd.providers.openai import FIT_SHARE
 
 PROBE_SYSTEM = "You are a health check. Answer with the single word OK."
 PROBE_USER = "ping"
@@ -77,12 +78,15 @@ async def probe_embedding(config: Config, limit_secs: float) -> Probe:
             await close()
     took = (time.monotonic() - started) * 1000
     where = f" at {endpoint}" if endpoint else ""
-    return Probe(
-        True,
-        f"{provider.model_id}{where} answered in {took:.0f} ms ({len(vectors[0])}-d)",
-        endpoint,
-        took,
-    )
+    detail = f"{provider.model_id}{where} answered in {took:.0f} ms ({len(vectors[0])}-d)"
+    batch_secs = took / 1000 * emb.batch_size
+    if resolved == "openai" and batch_secs > emb.timeout_secs * FIT_SHARE:
+        detail += (
+            f"; at this speed a batch of {emb.batch_size} texts takes about {batch_secs:.0f} s "
+            f"of embedding.timeout_secs = {emb.timeout_secs:g}: memoryd sends smaller "
+            f"batches; raise embedding.timeout_secs to about {2 * batch_secs:.0f}"
+        )
+    return Probe(True, detail, endpoint, took)
 
 
 async def probe_chat(config: Config, limit_secs: float) -> Probe:

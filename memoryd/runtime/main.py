@@ -33,6 +33,7 @@ from memoryd.core import gitignore
 from memoryd.core.config import Config
 from memoryd.core.paths import runtime_dir_problem
 from memoryd.errors import ConfigError, StorageError, only_error
+from memoryd.providers.factory import advice as embedding_advice
 from memoryd.providers.factory import make_provider
 from memoryd.runtime.adapters import notify
 from memoryd.runtime.adapters.logging import configure_logging, reopen_log
@@ -116,6 +117,7 @@ class Daemon:
             lambda: {
                 "restart_pending": list(self.restart_pending),
                 "service": "systemd" if os.environ.get("INVOCATION_ID") else None,
+                "embedding_advice": embedding_advice(self.supervisor.provider),
             }
         )
         self.context.extra_status.append(self.confluence.summary)

@@ -287,3 +287,44 @@ async def test_the_api_key_is_sent_only_when_its_variable_is_set_and_never_shown
     await with_key.aclose()
     assert "sk-secret-123" not in str(caught.value)
     assert "bad key ***" in str(caught.value)
+
+
+@pytest.mark.anyio
+async def test_a_slow_server_gets_batches_that_fit_the_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tests.support.fake_embeddings import EmbeddingServer
+
+    # 20 ms per text: a batch of 32 needs 0.64 s, 16 need 0.32 s; the timeout is 0.3 s
+    with EmbeddingServer(secs_per_text=0.02) as slow:
+        provider = OpenAIEmbeddings(
+            base_url=slow.base_url, model="mini", env={}, batch_size=32, timeout_secs=0.3
+        )
+        texts = [f"note {i}" for i in range(64)]
+        started = time.monotonic()
+        vectors = await provider.embed(texts)
+        elapsed = time.monotonic() - started
+        again = await provider.embed(texts[:20])  # later calls start at the size that fits
+        await provider.aclose()
+    assert len(vectors) == 64
+    assert provider.timeouts == 2  # 32 texts, then 16, timed out; 8 fit
+    assert provider.fit <= 7  # what takes at most half the timeout at the measured rate
+    assert provider.advice is not None
+    assert "embedding.timeout_secs" in provider.advice and "embedding.batch_size" in provider.advice
+    # two timeouts (0.6 s) plus the work (64 × 20 ms), not one failure after another
+    assert elapsed < 5.0, elapsed
+    assert len(again) == 20 and provider.timeouts == 2
+
+
+@pytest.mark.anyio
+async def test_one_text_that_does_not_fit_the_timeout_fails_saying_what_to_change() -> None:
+    from tests.support.fake_embeddings import EmbeddingServer
+
+    with EmbeddingServer(secs_per_text=1.0) as slow:
+        provider = OpenAIEmbeddings(
+            base_url=slow.base_url, model="mini", env={}, batch_size=4, timeout_secs=0.2
+        )
+        with pytest.raises(EmbeddingError, match=r"raise embedding\.timeout_secs"):
+            await provider.embed(["a", "b"])
+        await provider.aclose()
+    assert provider.timeouts == 2  # two texts, then one

@@ -3,7 +3,8 @@
 ``with EmbeddingServer() as server:`` serves on a free port; point memoryd at it with
 ``[embedding] provider = "openai"``, ``base_url = server.base_url``, ``model = "mini"``.
 Every text gets a 16-d vector (deterministic, from its hash); ``hang=True`` makes each request
-wait (until the server stops) so a client's timeout can be tested; :attr:`requests` counts
+wait (until the server stops) so a client's timeout can be tested, ``secs_per_text=S`` makes a
+request of N texts take N × S seconds (a small model on a slow CPU); :attr:`requests` counts
 requests and :attr:`texts` the texts embedded.
 """
 
@@ -27,8 +28,9 @@ def vector(text: str) -> list[float]:
 class EmbeddingServer:
     """A loopback `/v1/embeddings` endpoint answering 3-d vectors (or hanging on request)."""
 
-    def __init__(self, *, hang: bool = False) -> None:
+    def __init__(self, *, hang: bool = False, secs_per_text: float = 0.0) -> None:
         self.hang = hang
+        self.secs_per_text = secs_per_text  # a slow server: this long per text of a request
         self.requests = 0
         self.texts = 0
         self.release = threading.Event()
@@ -44,6 +46,8 @@ class EmbeddingServer:
                 server.texts += len(body["input"])
                 if server.hang:
                     server.release.wait(10)
+                if server.secs_per_text:
+                    server.release.wait(server.secs_per_text * len(body["input"]))
                 data = [
                     {"index": i, "embedding": vector(text)} for i, text in enumerate(body["input"])
                 ]
