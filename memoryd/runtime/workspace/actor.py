@@ -42,6 +42,7 @@ from memoryd.runtime.workspace.memory import WorkspaceMemory
 from memoryd.runtime.workspace.search import SearchResponse
 from memoryd.runtime.workspace.sessions import SessionManager
 from memoryd.store.files import mkdtemp_private, read_text, sweep_temp_files
+from memoryd.store.heap import release_free_memory
 from memoryd.store.layout import Workspace, global_memory_file, writable_problem
 from memoryd.store.secretscan import FileScan
 
@@ -147,6 +148,9 @@ class WorkspaceActor:
                 await self.memory.close()
                 if private is not None:
                     await anyio.to_thread.run_sync(shutil.rmtree, private, True)
+                # What the index, its threads and caches held, back to the OS (glibc): a
+                # daemon that opened hundreds of workspaces does not keep their peak.
+                await anyio.to_thread.run_sync(release_free_memory)
             self.log.info("actor.stopped")
 
     def stop(self) -> None:
