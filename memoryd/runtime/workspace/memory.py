@@ -30,17 +30,16 @@ from memoryd.core.notes import format_note, page
 from memoryd.core.ranking import Candidate, RankParams, cosine_from_l2, rank
 from memoryd.core.searchlog import SearchTally
 from memoryd.core.secrets import Scrubbed
-from memoryd.core.templates import global_template, workspace_template
 from memoryd.errors import InvalidParams, NotFound, StorageError, describe_error
 from memoryd.providers.embeddings import EmbeddingProvider, normalize, similarity_scale
 from memoryd.runtime.workspace.embedding import EmbeddingState
-from memoryd.runtime.workspace.filelock import file_lock
+from memoryd.runtime.workspace.notes import append_note, memory_file
 from memoryd.runtime.workspace.search import Neighbours, SearchHit, SearchResponse, SideScan
 from memoryd.store.connection import DatabaseError
-from memoryd.store.files import append_section, ensure_file, read_text
+from memoryd.store.files import read_text
 from memoryd.store.ftsstats import fts_rows
 from memoryd.store.index import ChunkSettings, Index, SyncReport, knn_k
-from memoryd.store.layout import Workspace, global_memory_file, resolve_client_path
+from memoryd.store.layout import Workspace, resolve_client_path
 from memoryd.store.mirror import mirror_wanted
 from memoryd.store.vectors import VectorReader
 
@@ -332,11 +331,7 @@ class WorkspaceMemory:
         if self.clock() < state.search_retry_at:
             return None, "fts_fallback", f"the embedding provider is failing: {state.last_error}"
         try:
-            # The provider enforces its own timeout; this is only a guard against a hang.
-            with anyio.fail_after(self.config.embedding.timeout_secs + 1):
-                vectors = await provider.embed([query])
-            if len(vectors) != 1 or len(vectors[0]) != provider.dims:
-                raise ValueError("the provider answered the wrong number or size of vectors")
+            vectors = await self._embed([query])
         except Exception as exc:  # noqa: BLE001 - any provider failure degrades to FTS (SPEC §5)
             reason = describe_error(exc)
             state.failed(reason, self.clock())
@@ -471,10 +466,7 @@ class WorkspaceMemory:
             return 0
         state.begin_batch(self.clock())
         try:
-            with anyio.fail_after(self.config.embedding.timeout_secs + 1):
-                vectors = await provider.embed([p.text for p in pending])
-            if len(vectors) != len(pending) or any(len(v) != provider.dims for v in vectors):
-                raise ValueError("the provider answered the wrong number or size of vectors")
+            vectors = await self._embed([p.text for p in pending])
         except Exception as exc:
             state.failed(describe_error(exc), self.clock())
             raise
@@ -482,6 +474,17 @@ class WorkspaceMemory:
         stored = await self._run(self.index.store_vectors, provider.model_id, items)
         state.stored(stored)
         return stored
+
+    async def _embed(self, texts: list[str]) -> list[list[float]]:
+        """The provider's vectors for ``texts``; a wrong number or size is a ValueError. The
+        provider enforces its own timeout; the one here only guards against a hang."""
+        provider = self.provider
+        assert provider is not None
+        with anyio.fail_after(self.config.embedding.timeout_secs + 1):
+            vectors = await provider.embed(texts)
+        if len(vectors) != len(texts) or any(len(v) != provider.dims for v in vectors):
+            raise ValueError("the provider answered the wrong number or size of vectors")
+        return vectors
 
     async def nearest_similarity(self, text: str, k: int = 5) -> float | None:
         """The highest cosine similarity between ``text`` and the indexed chunk vectors, or
@@ -496,10 +499,7 @@ class WorkspaceMemory:
             return None
         try:
             await self.embed_pending()
-            with anyio.fail_after(self.config.embedding.timeout_secs + 1):
-                vectors = await provider.embed([text])
-            if len(vectors) != 1 or len(vectors[0]) != provider.dims:
-                raise ValueError("the provider answered the wrong number or size of vectors")
+            vectors = await self._embed([text])
             hits = await self._run(self.index.knn, normalize(vectors[0]), k)
         except Exception as exc:  # noqa: BLE001 - best effort: the caller writes rather than loses
             self.log.warning("similarity.failed", error=describe_error(exc))
@@ -519,13 +519,6 @@ class WorkspaceMemory:
 
     # ------------------------------------------------------------------ files
 
-    def memory_file(self, scope: str) -> Path:
-        if scope == "workspace":
-            return self.workspace.memory_file
-        if scope == "global":
-            return global_memory_file(self.root)
-        raise InvalidParams(f"scope must be 'workspace' or 'global', got {scope!r}")
-
     async def remember(
         self, text: str, scope: str = "workspace", *, allow_secrets: bool = False
     ) -> dict[str, Any]:
@@ -533,7 +526,7 @@ class WorkspaceMemory:
 
         The note is scrubbed first (SPEC §18) unless ``allow_secrets``; what was redacted is
         in ``redacted`` (kind and fingerprint, never the value) with a ``warning``."""
-        target = self.memory_file(scope)
+        target = memory_file(self.root, self.workspace, scope)
         scrubbed = Scrubbed(text) if allow_secrets else self.config.secrets.scrubber().scrub(text)
         note = format_note(scrubbed.text)
         rel = target.relative_to(self.root).as_posix()
@@ -542,18 +535,7 @@ class WorkspaceMemory:
         extra = scrubbed.notice()
         if extra:
             self.log.warning("secrets.redacted", where="remember", kinds=scrubbed.kinds)
-        async with file_lock(target):
-
-            def write() -> None:
-                template = (
-                    global_template()
-                    if scope == "global"
-                    else workspace_template(self.workspace.key.slug)
-                )
-                ensure_file(target, template)
-                append_section(target, note)  # keeps bytes a person wrote, even odd ones
-
-            await anyio.to_thread.run_sync(write)
+        await append_note(target, scope, self.workspace, note)
         report = await self.sync_paths([target])
         self.log.info("remember", scope=scope, path=rel, chars=len(note))
         if report.failed:  # the note is on disk (acknowledged); the index catches up later
