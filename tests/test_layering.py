@@ -9,6 +9,7 @@ too.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -72,6 +73,16 @@ def imports_of(name: str, path: Path) -> set[str]:
 
 
 GRAPH = {name: imports_of(name, path) for name, path in MODULES.items()}
+
+
+def test_the_readme_tree_names_every_package() -> None:
+    readme = (PACKAGE_DIR.parent / "README.md").read_text(encoding="utf-8")
+    match = re.search(r"^### The package\n+```\n(.*?)```", readme, re.M | re.S)
+    assert match, "README has no '### The package' tree"
+    named = set(re.findall(r"^ *([a-z_]+)/", match.group(1), re.M))
+    packages = {p.parent.name for p in PACKAGE_DIR.rglob("__init__.py")}
+    assert packages - named == set(), "packages missing from the README tree"
+    assert named - packages == set(), "the README tree names packages that do not exist"
 
 
 def test_the_graph_sees_the_package() -> None:
