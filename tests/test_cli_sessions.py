@@ -241,3 +241,33 @@ def test_a_requested_dream_that_did_not_run_exits_1(
     ws.lock_path.unlink()
     code, out, _ = cli(capsys, "dream", "-w", str(ws_path))
     assert code == 0 and out.startswith("dream: written\n")
+
+
+def test_sessions_list_and_close(
+    home: Path, processes: Processes, llm: FakeLLM, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ws_path = project(home, "app")
+    daemon = processes(env=llm.env()).start()
+    code, out, _ = cli(capsys, "sessions", "list")
+    assert code == 0 and out == "no open sessions\n"
+    daemon.call("session.open", workspace=str(ws_path), session_id="main-1")
+    daemon.call("session.append", session_id="main-1", messages=TALK)
+
+    code, out, err = cli(capsys, "sessions", "list")
+    assert code == 0, err
+    assert re.match(
+        r"main-1  app-[0-9a-f]{8}  5 messages, 5 unflushed, last seen .* ago, "
+        r"idle close in 2\dh",
+        out,
+    ), out
+    code, out, _ = cli(capsys, "sessions", "list", "--json")
+    [entry] = json.loads(out)["sessions"]
+    assert entry["session_id"] == "main-1" and entry["workspace"] == str(ws_path)
+
+    code, out, err = cli(capsys, "sessions", "close", "main-1")
+    assert code == 0, err
+    assert out == "closed main-1: 5 messages, summary written\n"
+    code, out, _ = cli(capsys, "sessions", "list")
+    assert out == "no open sessions\n"
+    code, out, err = cli(capsys, "sessions", "close", "main-1")
+    assert code == 1 and "no open session" in err

@@ -123,6 +123,26 @@ def _status_row(actor: dict[str, Any], now: float) -> tuple[tuple[str, ...], lis
     return cells, notes
 
 
+def render_sessions(sessions: list[dict[str, Any]], now: float) -> str:
+    """``memoryd sessions list``: one line per open session."""
+    if not sessions:
+        return "no open sessions"
+    lines = []
+    for s in sessions:
+        close_at = s.get("idle_close_at")
+        closes = (
+            f"idle close in {_duration(max(0.0, close_at - now))}"
+            if isinstance(close_at, int | float)
+            else "no idle close"
+        )
+        kind = " (sub-agent)" if s.get("subagent") else ""
+        lines.append(
+            f"{s['session_id']}{kind}  {s.get('memory_dir')}  {s.get('messages')} messages, "
+            f"{s.get('unflushed')} unflushed, last seen {_ago(now, s.get('last_seen'))}, {closes}"
+        )
+    return "\n".join(lines)
+
+
 def _ago(now: float, then: Any) -> str:
     return f"{_duration(max(0.0, now - then))} ago" if isinstance(then, int | float) else "-"
 

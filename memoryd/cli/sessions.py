@@ -1,10 +1,12 @@
-"""CLI commands for sessions and dream: ``memoryd flush``, ``memoryd dream``."""
+"""CLI commands for sessions and dream: ``memoryd flush``, ``memoryd sessions``,
+``memoryd dream``."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+import time
 from typing import Any
 
 from memoryd.cli.common import (
@@ -19,7 +21,7 @@ from memoryd.cli.common import (
     workspace_of,
 )
 from memoryd.cli.paths import shown
-from memoryd.cli.render import render_dream_status
+from memoryd.cli.render import render_dream_status, render_sessions
 
 DREAM_DONE = ("written", "nothing_to_store")
 
@@ -44,6 +46,51 @@ def _flush(args: argparse.Namespace) -> int:
         print(f"{result['outcome']}: {shown(memory_root(args), result['path'], os.getcwd())}")
     else:
         print(result["outcome"])
+    return EXIT_OK
+
+
+@command
+def _sessions_command(subcommands: Subcommands) -> None:
+    parser = subcommands.add_parser("sessions", help="list the open sessions, or close one")
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    listing = actions.add_parser(
+        "list",
+        help="open sessions of every running workspace (or of -w DIR): messages, "
+        "unflushed, last activity, when an idle session is closed",
+    )
+    add_common(listing)
+    listing.add_argument("--json", action="store_true", help="print the raw JSON result")
+    listing.set_defaults(handler=_sessions_list)
+    closing = actions.add_parser(
+        "close", help="end a session: its summary is written (when due) and its journal removed"
+    )
+    closing.add_argument("session_id", metavar="ID", help="the session id")
+    add_common(closing, workspace=False)
+    closing.add_argument("--json", action="store_true", help="print the raw JSON result")
+    closing.set_defaults(handler=_sessions_close)
+
+
+def _sessions_list(args: argparse.Namespace) -> int:
+    params: dict[str, Any] = {}
+    if args.workspace is not None:
+        params["workspace"] = workspace_of(args)
+    with client_for(args) as client:
+        result = client.call("session.list", **params)
+    if args.json:
+        print_json(result)
+    else:
+        print(render_sessions(result["sessions"], time.time()))
+    return EXIT_OK
+
+
+def _sessions_close(args: argparse.Namespace) -> int:
+    with client_for(args, timeout=None) as client:
+        result = client.call("session.close", session_id=args.session_id)
+    if args.json:
+        print_json(result)
+        return EXIT_OK
+    summary = "summary written" if result.get("summary_written") else "no summary (too short)"
+    print(f"closed {args.session_id}: {result.get('messages', 0)} messages, {summary}")
     return EXIT_OK
 
 

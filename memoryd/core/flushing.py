@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any, Literal, get_args
 
-from memoryd.core.markdown import Fences, headings, unwrap_fence
+from memoryd.core.markdown import Fences, headings, sections, strip_comments, unwrap_fence
 from memoryd.core.times import rfc3339
 from memoryd.errors import InvalidParams
 
@@ -260,6 +260,31 @@ def _cut(text: str, max_chars: int) -> str:
     if keep == 0:
         return text[:max_chars].rstrip()
     return "\n".join(line for line, _, _ in states[:keep]).rstrip()
+
+
+def _normalised(text: str) -> str:
+    return " ".join(strip_comments(text).casefold().split())
+
+
+def new_sections(text: str, existing: Sequence[str]) -> str:
+    """``text`` without the sections (cut at headings) whose normalised text (comments
+    dropped, case folded, whitespace collapsed) is already a section of one of the
+    ``existing`` texts — a flush that repeats what the log holds writes nothing twice.
+    Returns ``""`` when every section is known."""
+    known: set[str] = set()
+    for other in existing:
+        lines = other.split("\n")
+        for sec in sections(lines):
+            body = _normalised("\n".join(lines[sec.first : sec.stop]))
+            if body:
+                known.add(body)
+    lines = text.split("\n")
+    kept = [
+        "\n".join(lines[sec.first : sec.stop])
+        for sec in sections(lines)
+        if _normalised("\n".join(lines[sec.first : sec.stop])) not in known
+    ]
+    return "\n".join(kept).strip()
 
 
 def check_flush_answer(text: str, max_chars: int) -> FlushVerdict:

@@ -30,6 +30,7 @@ from memoryd.errors import (
     EmbeddingError,
     MemorydError,
     NotFound,
+    SessionConflict,
     describe_error,
 )
 from memoryd.providers.embeddings import EmbeddingProvider
@@ -38,7 +39,7 @@ from memoryd.providers.llm import ChatModel, make_chat_model
 from memoryd.runtime.adapters.shared_watch import SharedWatcher
 from memoryd.runtime.adapters.watcher import watch_memory
 from memoryd.runtime.workspace.actor import WorkspaceActor
-from memoryd.store.journal import open_sessions
+from memoryd.store.journal import open_elsewhere, open_sessions
 from memoryd.store.layout import Workspace, resolve_workspace
 from memoryd.store.registry import record_workspace
 
@@ -128,6 +129,7 @@ class Supervisor:
         self.chat_model: ChatModel | None = None
         # session id → the workspace path its client named (session.* after open carry none)
         self.session_routes: dict[str, str] = {}
+        self._session_open_lock = anyio.Lock()  # session ids are global: one open at a time
         self.actor_factory = actor_factory or self._default_actor
         # One watch of the memory root for every actor (bounded inotify instances, #17).
         self.watcher = SharedWatcher(root, watch)
@@ -207,6 +209,32 @@ class Supervisor:
                 await self.actor_for(path)
             except MemorydError as exc:
                 log.warning("supervisor.workspace_failed", workspace=path, error=str(exc))
+
+    async def open_session(
+        self, actor: WorkspaceActor, workspace_path: str, session_id: str, subagent: bool
+    ) -> dict[str, Any]:
+        """Open (or resume) ``session_id`` in ``actor``'s workspace; the session.open reply.
+
+        Session ids are global (SPEC §7): an id whose journal is open in another workspace
+        raises :class:`SessionConflict` naming that workspace — never a silent second
+        session, whose messages a restart could journal into the wrong workspace.
+        """
+        async with self._session_open_lock:
+            if not actor.sessions.has(session_id):
+                own = actor.workspace.dir
+                others = await anyio.to_thread.run_sync(open_elsewhere, self.root, session_id, own)
+                if others:
+                    ws_dir, header = others[0]
+                    raise SessionConflict(
+                        f"session {session_id!r} is open in workspace {header.workspace} "
+                        f"({ws_dir.name}); close it there first or use another session id",
+                        session_id=session_id,
+                        workspace=header.workspace,
+                        memory_dir=ws_dir.name,
+                    )
+            out = await actor.session_open(session_id, subagent)
+            self.session_routes[session_id] = workspace_path
+        return out
 
     async def actor_for_session(self, session_id: str) -> WorkspaceActor:
         """The actor holding an open session (session.* methods after open name none)."""

@@ -332,6 +332,23 @@ def open_sessions(root: Path) -> list[JournalHeader]:
     return headers
 
 
+def open_elsewhere(root: Path, session_id: str, own_dir: Path) -> list[tuple[Path, JournalHeader]]:
+    """The workspace directories under ``root``, other than ``own_dir``, where
+    ``session_id`` is open (its journal exists), with the journal's header. Session ids are
+    global (SPEC §7): ``session.open`` refuses an id open in another workspace."""
+    found: list[tuple[Path, JournalHeader]] = []
+    name = journal_name(session_id)
+    try:
+        workspaces = sorted(p for p in root.iterdir() if p.is_dir() and p != own_dir)
+    except OSError:
+        return []
+    for ws_dir in workspaces:
+        header = read_header(ws_dir / "sessions" / ".live" / name)
+        if header is not None and header.session_id == session_id:
+            found.append((ws_dir, header))
+    return found
+
+
 # ---------------------------------------------------------------------- writing
 
 

@@ -23,6 +23,7 @@ from memoryd.core.flushing import (
     has_heading,
     is_no_reply,
     is_real_user_message,
+    new_sections,
     parse_messages,
     pre_compaction_due,
     session_summary,
@@ -424,3 +425,11 @@ def test_summary_topics_are_one_line_and_cut_to_100_chars() -> None:
 def test_summary_thresholds(users: list[str], written: bool) -> None:
     transcript = [Message("user", u) for u in users] + msgs("a:" + "z" * 200)
     assert (session_summary(transcript, NOW) is not None) is written
+
+
+def test_new_sections_drops_what_the_log_already_holds() -> None:
+    log = "<!-- flush 2025-01-01T00:00:00Z trigger=manual -->\n## Build\n\nUse `make -j4`.\n"
+    again = "## build\n\nuse  `MAKE -j4`.\n"
+    assert new_sections(again, [log]) == ""
+    assert new_sections(again + "\n## Tests\n\nRun pytest.", [log]) == "## Tests\n\nRun pytest."
+    assert new_sections(again, []) == again.strip()

@@ -294,7 +294,9 @@ async def test_a_near_duplicate_is_skipped_with_real_cosine(
     await mgr.open("s1")
     await mgr.append("s1", CONVERSATION)
     assert (await mgr.flush("s1"))["outcome"] == "written"
+    await mgr.append("s1", [user("and beta?")])
     assert (await mgr.flush("s1"))["outcome"] == "duplicate"
+    await mgr.append("s1", [user("and gamma?")])
     assert (await mgr.flush("s1"))["outcome"] == "written"
     (text,) = session_logs(env).values()
     assert "alpha facts" in text and "gamma facts" in text and "beta facts" not in text
@@ -307,15 +309,24 @@ async def test_the_same_text_twice_is_a_duplicate_with_hash_embeddings(
     await mgr.open("s1")
     await mgr.append("s1", CONVERSATION)
     assert (await mgr.flush("s1"))["outcome"] == "written"
+    await mgr.append("s1", [user("anything else?")])
     assert (await mgr.flush("s1"))["outcome"] == "duplicate"
 
 
-async def test_without_embeddings_nothing_is_a_duplicate(make: Callable[..., Any]) -> None:
-    mgr = await make(FakeChatModel([BUILD, BUILD]))
+async def test_without_embeddings_only_the_same_normalised_section_is_a_duplicate(
+    env: Env, make: Callable[..., Any]
+) -> None:
+    again = BUILD.upper().replace(" ", "  ")  # same text, other case and spacing
+    mgr = await make(FakeChatModel([BUILD, TESTS, again, f"{again}\n\n## New\n\nnew facts"]))
     await mgr.open("s1")
     await mgr.append("s1", CONVERSATION)
     assert (await mgr.flush("s1"))["outcome"] == "written"
-    assert (await mgr.flush("s1"))["outcome"] == "written"
+    for question, outcome in (("q2", "written"), ("q3", "duplicate"), ("q4", "written")):
+        await mgr.append("s1", [user(question)])
+        assert (await mgr.flush("s1"))["outcome"] == outcome
+    (text,) = session_logs(env).values()
+    assert text.count("make -j4") == 1 and text.count("MAKE -J4") == 0  # one copy
+    assert "new facts" in text
 
 
 class CountingModel(FakeChatModel):
@@ -587,6 +598,7 @@ async def test_one_log_per_session_per_day_appended_never_overwritten(
     assert "2025-03-04T08:00:00Z" in first_text and "2025-03-04T09:00:00Z" in first_text
     # after midnight UTC: a new file named from the first real user message
     clock.now = utc("2025-03-05T00:01:00")
+    await mgr.append("abcdef123456", [user("one more late question")])
     await mgr.flush("abcdef123456")
     await mgr.close("abcdef123456")
     day2 = "2025-03-05-why-does-the-build-fail-on-ci-abcdef12.md"
@@ -603,6 +615,7 @@ async def test_a_person_edit_of_the_log_is_kept(env: Env, make: Callable[..., An
     await mgr.append("s1", CONVERSATION)
     path = env.root / (await mgr.flush("s1"))["path"]
     path.write_text(path.read_text() + "\nA note a person added.\n")
+    await mgr.append("s1", [user("and the tests?")])
     await mgr.flush("s1")
     text = path.read_text()
     assert text.index(BUILD) < text.index("A note a person added.") < text.index(TESTS)

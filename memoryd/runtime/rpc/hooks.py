@@ -46,8 +46,7 @@ async def _session_actor(
         if workspace is None:
             raise
     async with ordered_actor(ctx.supervisor, workspace, WRITE) as actor:
-        await actor.session_open(session_id, subagent)
-    ctx.supervisor.session_routes[session_id] = workspace
+        await ctx.supervisor.open_session(actor, workspace, session_id, subagent)
     return actor
 
 

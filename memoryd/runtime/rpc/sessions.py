@@ -1,5 +1,5 @@
 """Socket methods of agent sessions (SPEC §7): session.open, session.append,
-session.usage, session.flush, session.close.
+session.usage, session.flush, session.list, session.close.
 
 ``session.open`` names the workspace and records the route; the others name only the
 session and are ordered per session (``session:<id>``).
@@ -33,9 +33,8 @@ def register(table: MethodTable, ctx: DaemonContext) -> None:
         session_id = check_session_id(params.get("session_id"))
         subagent = p.boolean(params, "subagent", False)
         async with workspace_actor(supervisor, params, WRITE) as actor:
-            out = await actor.session_open(session_id, subagent)
-        supervisor.session_routes[session_id] = workspace_param(params)
-        return out
+            workspace = workspace_param(params)
+            return await supervisor.open_session(actor, workspace, session_id, subagent)
 
     @table.method("session.append")
     async def session_append(params: dict[str, Any]) -> dict[str, Any]:
@@ -77,6 +76,22 @@ def register(table: MethodTable, ctx: DaemonContext) -> None:
         # Outside the order slot, like session.usage: the flush awaits the chat model under
         # the session's flush lock; appends sent after it must not wait for the model.
         return {**await actor.session_flush(session_id), "session_id": session_id}
+
+    @table.method("session.list")
+    async def session_list(params: dict[str, Any]) -> dict[str, Any]:
+        p.known_only(params, ("workspace",))
+        only: str | None = None
+        if params.get("workspace") is not None:
+            async with workspace_actor(supervisor, params, READ) as actor:
+                only = actor.workspace.key.dirname
+        sessions: list[dict[str, Any]] = []
+        for key, slot in sorted(supervisor.slots.items()):
+            running = slot.actor
+            if running is None or not running.ready or (only is not None and key != only):
+                continue
+            where = {"workspace": str(slot.workspace.path), "memory_dir": key}
+            sessions.extend({**where, **entry} for entry in running.sessions.status())
+        return {"sessions": sessions}
 
     @table.method("session.close")
     async def session_close(params: dict[str, Any]) -> dict[str, Any]:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import date
+from pathlib import Path
+from typing import Any, Self
 
 import anyio
 
 from memoryd.core.flushing import Message
-from memoryd.store.journal import FlushState, IngestMark, Journal
+from memoryd.store.files import read_text
+from memoryd.store.journal import FlushState, IngestMark, Journal, JournalState
 
 
 @dataclass(eq=False)
@@ -31,12 +34,37 @@ class OpenSession:
     idle_scope: anyio.CancelScope | None = None
     idle_due: float | None = None
     closing: bool = False
+    last_seen: float = 0.0
+    """The last open, append, usage report or flush (wall clock): idle close counts from it."""
+
+    @classmethod
+    def recovered(cls, state: JournalState, journal: Journal, messages: list[Message]) -> Self:
+        """The session a journal holds (``messages``: its transcript, scrubbed)."""
+        seen = [state.header.opened_at, state.flush.last_at or 0.0]
+        seen += [m.at for m in state.messages[-1:]] + [m.at for m in state.ingests.values()]
+        return cls(
+            state.header.session_id,
+            state.header.subagent,
+            state.header.opened_at,
+            journal,
+            messages=messages,
+            last_activity=state.messages[-1].at if state.messages else None,
+            flush=state.flush,
+            log_names=dict(state.log_names),
+            ingests=dict(state.ingests),
+            last_seen=max(seen),
+        )
 
     @property
     def unflushed(self) -> int:
         return max(0, len(self.messages) - self.flush.flushed_through)
 
-    def status(self, log_path: str) -> dict[str, Any]:
+    def log_texts(self, sessions_dir: Path) -> list[str]:
+        """The text of every log this session wrote (blocking: call from a worker thread)."""
+        texts = (read_text(sessions_dir / name) for name in self.log_names.values())
+        return [text for text in texts if text]
+
+    def status(self, log_path: str, idle_close_secs: float = 0.0) -> dict[str, Any]:
         """What ``daemon.status`` shows of this session (its actor's ``sessions``)."""
         f = self.flush
         return {
@@ -62,7 +90,33 @@ class OpenSession:
             "log_path": log_path,
             "usage": self.usage,
             "last_ingest": _last_ingest(self.ingests.values()),
+            "last_seen": self.last_seen,
+            "idle_close_at": self.last_seen + idle_close_secs if idle_close_secs > 0 else None,
         }
+
+
+class TakenLogNames:
+    """The log names a session may not take for ``day``: those other open sessions claimed
+    and, with ``on_disk``, those of existing files (a blocking stat: call from a worker
+    thread). Two ids sharing their first 8 characters so get two logs (SPEC §7)."""
+
+    def __init__(
+        self,
+        session: OpenSession,
+        sessions: Iterable[OpenSession],
+        day: date,
+        sessions_dir: Path,
+        on_disk: bool,
+    ) -> None:
+        key = day.isoformat()
+        self.claimed = {o.log_names.get(key) for o in sessions if o is not session}
+        self.sessions_dir = sessions_dir
+        self.on_disk = on_disk
+
+    def __contains__(self, name: object) -> bool:
+        if name in self.claimed:
+            return True
+        return self.on_disk and isinstance(name, str) and (self.sessions_dir / name).exists()
 
 
 def _last_ingest(marks: Iterable[IngestMark]) -> dict[str, Any] | None:

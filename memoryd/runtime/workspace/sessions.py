@@ -15,7 +15,7 @@ with no file or database transaction open. ``flush.enabled = false`` turns the a
 triggers off; an explicit ``session.flush`` still runs.
 
 :meth:`close` appends the model-free summary (not for sub-agent sessions) and removes the
-journal.
+journal; :mod:`~memoryd.runtime.workspace.idle_close` closes sessions left idle.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from memoryd.core.flushing import (
     flush_prompt,
     flush_section,
     flush_window,
+    new_sections,
     pre_compaction_due,
     session_summary,
 )
@@ -52,8 +53,9 @@ from memoryd.errors import NotFound as SessionNotFound
 from memoryd.providers.llm import ChatModel
 from memoryd.runtime import failpoints
 from memoryd.runtime.workspace.filelock import file_lock
+from memoryd.runtime.workspace.idle_close import idle_close_loop
 from memoryd.runtime.workspace.memory import WorkspaceMemory
-from memoryd.runtime.workspace.open_session import OpenSession
+from memoryd.runtime.workspace.open_session import OpenSession, TakenLogNames
 from memoryd.runtime.workspace.redaction import redact, redact_messages
 from memoryd.store.files import append_section, make_private_dirs, read_text
 from memoryd.store.journal import FlushState, IngestMark, Journal, JournalHeader, load_all
@@ -108,6 +110,7 @@ class SessionManager:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
                 await self.recover()
+                tg.start_soon(idle_close_loop, self)
                 task_status.started()
                 await anyio.sleep_forever()
         finally:
@@ -172,10 +175,16 @@ class SessionManager:
     def _now(self) -> datetime:
         return datetime.fromtimestamp(self.clock(), UTC)
 
-    def _log_name(self, s: OpenSession, day: date) -> str:
+    def _log_name(self, s: OpenSession, day: date, *, on_disk: bool = False) -> str:
+        """The session's log for ``day``: the name it already wrote, else a new one that no
+        other open session claimed (two ids sharing their first 8 characters get two logs)
+        and, with ``on_disk``, that no existing file has (call that from a worker thread)."""
         known = s.log_names.get(day.isoformat())
+        if known:
+            return known
         first = first_user_message(s.messages)
-        return known or session_log_name(day, first and self._scrub(first), s.session_id)
+        taken = TakenLogNames(s, self._sessions.values(), day, self.workspace.sessions_dir, on_disk)
+        return session_log_name(day, first and self._scrub(first), s.session_id, taken)
 
     @property
     def scrubber(self) -> Scrubber:
@@ -241,19 +250,10 @@ class SessionManager:
             await anyio.to_thread.run_sync(journal.remove)
             state = await anyio.to_thread.run_sync(journal.open, header)
         if state is None:
-            s = OpenSession(session_id, subagent, now, journal)
+            s = OpenSession(session_id, subagent, now, journal, last_seen=now)
         else:
-            s = OpenSession(
-                session_id,
-                state.header.subagent,
-                state.header.opened_at,
-                journal,
-                messages=self._scrub_messages(session_id, [m.message for m in state.messages]),
-                last_activity=state.messages[-1].at if state.messages else None,
-                flush=state.flush,
-                log_names=dict(state.log_names),
-                ingests=dict(state.ingests),
-            )
+            messages = self._scrub_messages(session_id, [m.message for m in state.messages])
+            s = OpenSession.recovered(state, journal, messages)
         self._sessions[session_id] = s
         self.log.info(
             "session.open",
@@ -291,6 +291,7 @@ class SessionManager:
                             await anyio.to_thread.run_sync(s.journal.append_ingest, batch, mark)
                             s.ingests[mark.path] = mark
                         s.messages.extend(batch)
+                        s.last_seen = now
                         if batch:
                             s.last_activity = now
             finally:
@@ -343,6 +344,7 @@ class SessionManager:
         due = pre_compaction_due(
             tokens, context_window, threshold_percent, self.config.flush.soft_threshold_tokens
         )
+        s.last_seen = self.clock()
         s.usage = {
             "tokens": tokens,
             "context_window": context_window,
@@ -447,6 +449,7 @@ class SessionManager:
                 flushed_through=count,
             )
             await self._record(s, done)
+            s.last_seen = self.clock()
             if not s.unflushed:
                 self._disarm_idle(s)  # everything is flushed: no idle flush is due
             self.log.info(
@@ -474,22 +477,25 @@ class SessionManager:
             case "rejected":
                 return "rejected", None, None
             case "store":
-                if await self._is_duplicate(verdict.text):
+                logs = await anyio.to_thread.run_sync(s.log_texts, self.workspace.sessions_dir)
+                text = new_sections(verdict.text, logs)  # what the log holds is not repeated
+                if not text or await self._is_duplicate(text):
                     return "duplicate", None, None
-                section = flush_section(verdict.text, self._now(), trigger)
-                return "written", await self._write(s, section), verdict.text
+                section = flush_section(text, self._now(), trigger)
+                return "written", await self._write(s, section), text
             case other:
                 assert_never(other)
 
     async def _ask(self, s: OpenSession, trigger: Trigger, count: int) -> str | None:
         """The model's answer for the session's window, or None when there is nothing to
-        ask about (no messages; for automatic triggers, nothing new since the last flush)."""
+        ask about: no messages, or none since the last flush (for every trigger, so a second
+        manual flush neither calls the model nor writes the same section twice)."""
         model = self.model
         if model is None:
             raise ModelNotConfigured(
                 "no chat model is configured: set llm.base_url and llm.model to flush sessions"
             )
-        if trigger != "manual" and count <= s.flush.flushed_through:
+        if count <= s.flush.flushed_through:
             return None
         window = flush_window(s.messages[:count])
         if not window:
@@ -509,11 +515,11 @@ class SessionManager:
         await self._journal(s, s.journal.record_flush, state)
 
     async def _is_duplicate(self, text: str) -> bool:
-        """True when an indexed chunk's vector has cosine > ``flush.dedupe_threshold`` with
+        """True when an indexed chunk's vector has cosine ≥ ``flush.dedupe_threshold`` with
         the flush text's embedding. Without embeddings (or when they fail) nothing is a
         duplicate."""
         similarity = await self.nearest_similarity(text)
-        return similarity is not None and similarity > self.config.flush.dedupe_threshold
+        return similarity is not None and similarity >= self.config.flush.dedupe_threshold
 
     async def nearest_similarity(self, text: str) -> float | None:
         """See :meth:`WorkspaceMemory.nearest_similarity` (dedupe of flush answers)."""
@@ -526,6 +532,9 @@ class SessionManager:
         day = self._now().date()
         name = self._log_name(s, day)
         if day.isoformat() not in s.log_names:
+            name = await anyio.to_thread.run_sync(lambda: self._log_name(s, day, on_disk=True))
+            if day.isoformat() in s.log_names:  # claimed by a concurrent write meanwhile
+                name = s.log_names[day.isoformat()]
             s.log_names[day.isoformat()] = name
             await self._journal(s, s.journal.record_log, day.isoformat(), name)
         path = self.workspace.sessions_dir / name
@@ -607,6 +616,9 @@ class SessionManager:
         """Per open session: message count, last activity, next idle flush, last flush."""
         today = self._now().date()
         return [
-            s.status(self._rel(self.workspace.sessions_dir / self._log_name(s, today)))
+            s.status(
+                self._rel(self.workspace.sessions_dir / self._log_name(s, today)),
+                self.config.flush.session_idle_close_secs,
+            )
             for s in self._sessions.values()
         ]
