@@ -214,6 +214,7 @@ class WorkspaceActor:
         """Sync the big files a search left behind (it does not wait for them)."""
         while True:
             await self.memory.big_pending.wait()
+            self.memory.big_pending = anyio.Event()  # set again by files left meanwhile
             report = await self.memory.sync_big()
             if report.changed:
                 self._embed_wakeup.set()

@@ -238,7 +238,6 @@ class WorkspaceMemory:
         A search does not wait for this (issue #17: a file over the size limit must not make
         its workspace unresponsive); the file is searchable once it is written."""
         report = SyncReport()
-        self.big_pending = anyio.Event()
         while self._big:
             path = self._big.pop()
             if not self.index.belongs(path):
