@@ -9,20 +9,17 @@ A :class:`ChatModel` answers one prompt (a system text and a user text) with one
 
 from __future__ import annotations
 
-import os
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import anyio
 import httpx
-import structlog
 
 from memoryd.core.config import Config
-from memoryd.errors import ConfigError, ModelError, describe_error
-
-log = structlog.get_logger(__name__)
+from memoryd.errors import ConfigError, ModelError
+from memoryd.providers.http import Endpoint, RetryPolicy, excerpt
 
 
 @runtime_checkable
@@ -92,17 +89,14 @@ class FakeChatModel:
 
 
 class OpenAIChatModel:
-    """An OpenAI-compatible chat completions endpoint over httpx (SPEC §7 ``llm.*``).
+    """An OpenAI-compatible chat completions endpoint (SPEC §7 ``llm.*``).
 
     One call POSTs ``{base_url}/chat/completions`` with a system and a user message and
-    returns ``choices[0].message.content``. 429, 5xx and transport errors (connection
-    refused, reset, timeouts) are retried ``max_retries`` times with exponential backoff
-    (a numeric ``Retry-After`` is honoured up to ``max_backoff_secs``); any other answer
-    fails at once. Every failure is a :class:`ModelError` whose message names the model,
-    the endpoint and the cause — never the API key, which is read from the environment
-    variable ``api_key_env`` at each call (none set → no ``Authorization`` header, as local
-    servers expect). Each call uses its own short-lived HTTP client, so nothing stays open
-    between the rare flush and dream calls.
+    returns ``choices[0].message.content``, through :class:`~memoryd.providers.http.Endpoint`:
+    the key from ``api_key_env``, ``timeout_secs`` for the whole call (retries included),
+    ``max_retries`` retries of 429, 5xx and transport errors. Every failure is a
+    :class:`ModelError` naming the model and the endpoint. Each call uses its own
+    short-lived HTTP client, so nothing stays open between the rare flush and dream calls.
     """
 
     def __init__(
@@ -113,53 +107,27 @@ class OpenAIChatModel:
         timeout_secs: float = 60.0,
         max_retries: int = 2,
         *,
-        backoff_secs: float = 0.5,
-        max_backoff_secs: float = 8.0,
+        backoff_base: float = 0.25,
+        backoff_cap: float = 4.0,
         environ: Mapping[str, str] | None = None,
     ) -> None:
-        self.url = base_url.rstrip("/") + "/chat/completions"
         self.model = model
-        self.api_key_env = api_key_env
-        self.timeout_secs = timeout_secs
-        self.max_retries = max(0, max_retries)
-        self.backoff_secs = backoff_secs
-        self.max_backoff_secs = max_backoff_secs
-        self._environ = environ if environ is not None else os.environ
-        url = httpx.URL(self.url)
-        self._shown_url = str(url.copy_with(username=None, password=None, query=None))
+        self.endpoint = Endpoint(
+            base_url.rstrip("/") + "/chat/completions",
+            error=ModelError,
+            name=f"chat model {model!r}",
+            api_key_env=api_key_env,
+            timeout_secs=timeout_secs,
+            retry=RetryPolicy(max(0, max_retries), backoff_base, backoff_cap),
+            env=environ,
+            keep_open=False,
+        )
 
     @property
     def model_id(self) -> str:
         return self.model
 
-    def _key(self) -> str | None:
-        key = self._environ.get(self.api_key_env, "") if self.api_key_env else ""
-        return key.strip() or None
-
-    def _fail(self, cause: str, key: str | None, **data: Any) -> ModelError:
-        if key:
-            cause = cause.replace(key, "***")
-        return ModelError(
-            f"chat model {self.model!r} at {self._shown_url}: {cause}",
-            model=self.model,
-            url=self._shown_url,
-            **data,
-        )
-
-    def _delay(self, attempt: int, retry_after: str | None) -> float:
-        delay: float = self.backoff_secs * float(2**attempt)
-        if retry_after:
-            try:
-                delay = max(delay, float(retry_after))
-            except ValueError:
-                pass  # an HTTP date: keep our own backoff
-        return min(delay, self.max_backoff_secs)
-
     async def complete(self, system: str, user: str) -> str:
-        key = self._key()
-        headers = {"Accept": "application/json"}
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
         body = {
             "model": self.model,
             "messages": [
@@ -167,44 +135,19 @@ class OpenAIChatModel:
                 {"role": "user", "content": user},
             ],
         }
-        attempts = self.max_retries + 1
-        cause = ""
-        async with httpx.AsyncClient(
-            timeout=httpx.Timeout(self.timeout_secs), follow_redirects=False
-        ) as client:
-            for attempt in range(attempts):
-                retry_after: str | None = None
-                try:
-                    with anyio.fail_after(self.timeout_secs):
-                        response = await client.post(self.url, json=body, headers=headers)
-                except (TimeoutError, httpx.TimeoutException):
-                    cause = f"timed out after {self.timeout_secs:g} s"
-                except httpx.TransportError as exc:
-                    cause = describe_error(exc)
-                else:
-                    status = response.status_code
-                    if status == 429 or status >= 500:
-                        cause = f"HTTP {status}: {_excerpt(response)}"
-                        retry_after = response.headers.get("retry-after")
-                    elif not response.is_success:
-                        raise self._fail(f"HTTP {status}: {_excerpt(response)}", key, status=status)
-                    else:
-                        return self._content(response, key)
-                if attempt + 1 < attempts:
-                    log.warning("llm.retry", model=self.model, attempt=attempt + 1, error=cause)
-                    await anyio.sleep(self._delay(attempt, retry_after))
-        raise self._fail(f"{cause} (after {attempts} attempts)", key, attempts=attempts)
+        return self._content(await self.endpoint.post(body))
 
-    def _content(self, response: httpx.Response, key: str | None) -> str:
+    def _content(self, response: httpx.Response) -> str:
+        fail = self.endpoint.fail
         try:
             data = response.json()
         except ValueError:
-            raise self._fail(f"answered invalid JSON: {_excerpt(response)}", key) from None
+            raise fail(f"answered invalid JSON: {excerpt(response.text)}") from None
         try:
             content = data["choices"][0]["message"]["content"]
         except (KeyError, IndexError, TypeError):
-            raise self._fail(
-                f"answered no choices[0].message.content: {_excerpt(response)}", key
+            raise fail(
+                f"answered no choices[0].message.content: {excerpt(response.text)}"
             ) from None
         if isinstance(content, list):  # content parts: keep the text ones
             content = "".join(
@@ -215,13 +158,8 @@ class OpenAIChatModel:
         if content is None:
             return ""
         if not isinstance(content, str):
-            raise self._fail(f"answered a {type(content).__name__} as content", key)
+            raise fail(f"answered a {type(content).__name__} as content")
         return content
-
-
-def _excerpt(response: httpx.Response, limit: int = 300) -> str:
-    text = " ".join(response.text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def make_chat_model(config: Config) -> ChatModel | None:

@@ -15,10 +15,10 @@ most as many texts as take half of ``timeout_secs`` at that rate (never more tha
 counts the timeouts and :attr:`OpenAIEmbeddings.advice` says what to change (``status`` and
 ``doctor`` show it).
 
-A 429, a 5xx or a connection failure is retried with exponential backoff (``backoff_base``
-doubling, capped at ``backoff_cap``, or the server's ``Retry-After`` when it fits) up to
-``max_retries`` times while the deadline allows. Any other 4xx fails at once with the
-server's message. A timeout is not retried as such, only split: a hung server costs
+Requests go through :class:`~memoryd.providers.http.Endpoint`, with the retry policy the chat
+model shares: a 429, a 5xx or a connection failure is retried with jittered exponential
+backoff up to ``max_retries`` times while the deadline allows; any other 4xx fails at once
+with the server's message. A timeout is not retried as such, only split: a hung server costs
 ``timeout_secs`` per halving of the batch (one query text: ``timeout_secs``).
 
 Every answer is checked: one vector per input, items put in the order of their ``index``,
@@ -37,17 +37,15 @@ Errors are :class:`~memoryd.errors.EmbeddingError`; their messages never contain
 from __future__ import annotations
 
 import math
-import os
-import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import anyio
 import httpx
 import structlog
 
 from memoryd.errors import EmbeddingError
 from memoryd.providers.embeddings import normalize
+from memoryd.providers.http import Endpoint, RetryPolicy
 
 log = structlog.get_logger(__name__)
 
@@ -58,9 +56,6 @@ RATE_WEIGHT = 0.3  # the weight of the newest measurement in the seconds-per-tex
 
 class _TimedOut(EmbeddingError):
     """One request did not answer within ``timeout_secs`` (the batch may be split)."""
-
-
-_MAX_MESSAGE = 300
 
 
 class OpenAIEmbeddings:
@@ -89,21 +84,28 @@ class OpenAIEmbeddings:
         self.url = f"{self.base_url}/embeddings"
         self.model = model
         self.dimensions = dimensions
-        self.api_key_env = api_key_env
         self.batch_size = batch_size
         self.timeout_secs = timeout_secs
-        self.max_retries = max_retries
-        self.backoff_base = backoff_base
-        self.backoff_cap = backoff_cap
-        self._env = os.environ if env is None else env
-        self._transport = transport
-        self._client: httpx.AsyncClient | None = None
+        self.endpoint = Endpoint(
+            self.url,
+            error=EmbeddingError,
+            timeout_error=_TimedOut,
+            api_key_env=api_key_env,
+            timeout_secs=timeout_secs,
+            retry=RetryPolicy(max_retries, backoff_base, backoff_cap),
+            env=env,
+            transport=transport,
+        )
         self._dims = dimensions
-        self.requests = 0  # HTTP requests sent, retries included
         self.timeouts = 0  # requests that did not answer within timeout_secs
         self.fit = batch_size  # texts per request that fit timeout_secs (see the docstring)
         self.secs_per_text: float | None = None  # measured on answered requests
         self.advice: str | None = None  # what to change, once a request has timed out
+
+    @property
+    def requests(self) -> int:
+        """HTTP requests sent, retries included."""
+        return self.endpoint.requests
 
     # ------------------------------------------------------------------ identity
 
@@ -184,69 +186,15 @@ class OpenAIEmbeddings:
             self.fit = max(1, min(self.batch_size, fits))
 
     async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        await self.endpoint.aclose()
 
-    def _http(self) -> httpx.AsyncClient:
-        if self._client is None:
-            self._client = httpx.AsyncClient(transport=self._transport)
-        return self._client
-
-    def _headers(self) -> dict[str, str]:
-        key = self._env.get(self.api_key_env, "") if self.api_key_env else ""
-        return {"Authorization": f"Bearer {key}"} if key else {}
-
-    def _payload(self, texts: list[str]) -> dict[str, Any]:
+    async def _request(self, texts: list[str]) -> list[list[float]]:
         payload: dict[str, Any] = {"model": self.model, "input": texts}
         if self.dimensions:
             payload["dimensions"] = self.dimensions
-        return payload
-
-    async def _request(self, texts: list[str]) -> list[list[float]]:
-        deadline = anyio.current_time() + self.timeout_secs
-        failures = 0
-        while True:
-            remaining = deadline - anyio.current_time()
-            retry_after: float | None = None
-            sent = anyio.current_time()
-            try:
-                with anyio.fail_after(max(remaining, 0.0)):
-                    self.requests += 1
-                    response = await self._http().post(
-                        self.url,
-                        json=self._payload(texts),
-                        headers=self._headers(),
-                        timeout=max(remaining, 0.001),
-                    )
-            except (TimeoutError, httpx.TimeoutException) as exc:
-                raise _TimedOut(
-                    f"{self.url} did not answer within {self.timeout_secs:g} s"
-                ) from exc
-            except httpx.TransportError as exc:
-                reason = f"cannot reach {self.url}: {type(exc).__name__}: {self._clean(str(exc))}"
-            else:
-                status = response.status_code
-                if status == 200:
-                    vectors = self._check(response, len(texts))
-                    self._measured(len(texts), anyio.current_time() - sent)
-                    return vectors
-                reason = f"{self.url} answered HTTP {status}: {self._server_message(response)}"
-                if status != 429 and status < 500:
-                    raise EmbeddingError(reason, status=status)
-                retry_after = _retry_after(response)
-            failures += 1
-            if failures > self.max_retries:
-                raise EmbeddingError(f"{reason} (gave up after {failures} attempts)")
-            delay = min(self.backoff_cap, self.backoff_base * 2 ** (failures - 1))
-            delay = random.uniform(delay / 2, delay)  # jitter spreads concurrent retries
-            if retry_after is not None:
-                delay = max(delay, retry_after)
-            if anyio.current_time() + delay >= deadline:
-                raise EmbeddingError(
-                    f"{reason} (no time left to retry within {self.timeout_secs:g} s)"
-                )
-            await anyio.sleep(delay)
+        vectors = self._check(await self.endpoint.post(payload), len(texts))
+        self._measured(len(texts), self.endpoint.answered_in)
+        return vectors
 
     # ------------------------------------------------------------------ answer checks
 
@@ -257,60 +205,30 @@ class OpenAIEmbeddings:
                 ((int(item["index"]), item["embedding"]) for item in data), key=lambda p: p[0]
             )
         except (ValueError, KeyError, TypeError) as exc:
-            raise EmbeddingError(
-                f"{self.url} answered something that is not an embeddings list: {exc!r}"
+            raise self.endpoint.fail(
+                f"answered something that is not an embeddings list: {exc!r}"
             ) from exc
         if len(items) != count:
-            raise EmbeddingError(f"{self.url} answered {len(items)} vectors for {count} inputs")
+            raise self.endpoint.fail(f"answered {len(items)} vectors for {count} inputs")
         if [index for index, _ in items] != list(range(count)):
-            raise EmbeddingError(f"{self.url} answered indexes that are not 0..{count - 1}")
+            raise self.endpoint.fail(f"answered indexes that are not 0..{count - 1}")
         expected = self._dims or (len(items[0][1]) if isinstance(items[0][1], list) else 0)
         if not expected:
-            raise EmbeddingError(f"{self.url} answered an empty or malformed first vector")
+            raise self.endpoint.fail("answered an empty or malformed first vector")
         vectors: list[list[float]] = []
         for index, raw in items:
             if not isinstance(raw, list) or len(raw) != expected:
                 size = len(raw) if isinstance(raw, list) else type(raw).__name__
-                raise EmbeddingError(
-                    f"{self.url} answered a vector of dimension {size} for input {index}, "
+                raise self.endpoint.fail(
+                    f"answered a vector of dimension {size} for input {index}, "
                     f"expected {expected} ({self.model!r})"
                 )
             try:
                 vector = [float(x) for x in raw]
             except (TypeError, ValueError) as exc:
-                raise EmbeddingError(f"{self.url} answered a non-numeric vector") from exc
+                raise self.endpoint.fail("answered a non-numeric vector") from exc
             if not all(math.isfinite(x) for x in vector):
-                raise EmbeddingError(f"{self.url} answered a vector with NaN or infinity")
+                raise self.endpoint.fail("answered a vector with NaN or infinity")
             vectors.append(normalize(vector))
         self._dims = expected
         return vectors
-
-    def _server_message(self, response: httpx.Response) -> str:
-        try:
-            body: Any = response.json()
-        except ValueError:
-            body = response.text
-        if isinstance(body, dict):
-            error = body.get("error", body.get("message", body))
-            if isinstance(error, dict):
-                error = error.get("message", error)
-            body = error
-        return self._clean(str(body).strip() or response.reason_phrase)
-
-    def _clean(self, message: str) -> str:
-        """The message, shortened, with the API key (if any) masked."""
-        key = self._env.get(self.api_key_env, "") if self.api_key_env else ""
-        if key:
-            message = message.replace(key, "***")
-        if len(message) > _MAX_MESSAGE:
-            message = message[: _MAX_MESSAGE - 1] + "…"
-        return message
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    value = response.headers.get("retry-after", "")
-    try:
-        seconds = float(value)
-    except ValueError:
-        return None
-    return seconds if math.isfinite(seconds) and seconds >= 0 else None

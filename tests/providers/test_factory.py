@@ -97,12 +97,13 @@ def test_openai_takes_every_setting_from_the_config() -> None:
     provider = make_provider(cfg)
     assert isinstance(provider, OpenAIEmbeddings)
     assert provider.url == "http://127.0.0.1:8080/v1/embeddings"
-    assert (provider.model, provider.dims, provider.api_key_env) == (
+    endpoint = provider.endpoint
+    assert (provider.model, provider.dims, endpoint.api_key_env) == (
         "nomic-embed-text",
         256,
         "MY_KEY",
     )
-    assert (provider.batch_size, provider.timeout_secs, provider.max_retries) == (7, 2.5, 1)
+    assert (provider.batch_size, endpoint.timeout_secs, endpoint.retry.max_retries) == (7, 2.5, 1)
     assert provider.model_id == "openai/nomic-embed-text@256"
     assert describe(provider) == "openai nomic-embed-text at http://127.0.0.1:8080/v1 (256-d)"
 

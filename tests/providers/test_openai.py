@@ -255,7 +255,7 @@ async def test_an_unreachable_server_is_retried_then_reported(make: MakeProvider
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     provider = make(base_url=f"http://127.0.0.1:{port}/v1", max_retries=2)
-    with pytest.raises(EmbeddingError, match=r"cannot reach .*gave up after 3 attempts"):
+    with pytest.raises(EmbeddingError, match=r"cannot be reached: .*gave up after 3 attempts"):
         await provider.embed(["hello"])
     await provider.aclose()
     assert provider.requests == 3
