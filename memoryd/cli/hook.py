@@ -24,9 +24,9 @@ from collections.abc import Sequence
 from memoryd.cli.common import Subcommands, command
 from memoryd.core.hooks import AGENTS
 
-#: Seconds the hook waits for stdin to close and for the daemon's reply, in all.
+#: Seconds the hook waits for stdin to close, and for stdin and the daemon's reply in all.
 STDIN_SECS = 0.3
-REPLY_SECS = 0.6
+TOTAL_SECS = 0.8
 #: The largest event read from stdin (a prompt can be long; transcripts are not sent).
 MAX_EVENT_BYTES = 1024 * 1024
 
@@ -75,7 +75,8 @@ def _hook(agent: str, config: str | None) -> str | None:
     except ValueError as exc:
         raise ValueError(f"the event on stdin is not JSON: {exc}") from None
     socket_path = configfile.load(config).paths.socket_path
-    with Client(socket_path, timeout=REPLY_SECS) as client:
+    left = max(0.05, started + TOTAL_SECS - time.monotonic())
+    with Client(socket_path, timeout=left) as client:
         result = client.call("hook.run", agent=agent, event=event)
     output = result.get("output") if isinstance(result, dict) else None
     return output if isinstance(output, str) else None

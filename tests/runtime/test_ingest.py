@@ -204,3 +204,26 @@ def test_ingest_all_imports_each_transcript_once_and_search_finds_them(
     third = memoryd_cli(home, "ingest", "--all", str(folder), "-w", str(ws_path))
     assert third.stdout.splitlines()[-1] == "1 imported, 49 skipped, 0 failed", third.stdout
     assert f"imported 1 messages from {grown}" in third.stdout
+
+
+@pytest.mark.anyio
+async def test_a_rewritten_transcript_holding_a_secret_is_not_appended_twice(home: Path) -> None:
+    """Messages are compared with what the session holds: their secrets redacted."""
+    ws_path = project(home, "shop")
+    secret = "sk-proj-xp5QEz-_x9L6HzGpPwEvEzUz_BMHaRZCZSIIMoK9s_uyA3q09mzHR8l-s9t-kFlT"
+    lines = [
+        {"type": "progress", "data": {}},
+        {"type": "user", "message": {"role": "user", "content": f"I used {secret} to call it."}},
+        {"type": "user", "message": {"role": "user", "content": "And then it worked."}},
+    ]
+    transcript = home / "t.jsonl"
+    transcript.write_bytes(b"".join(json.dumps(line).encode() + b"\n" for line in lines))
+    params = {"session_id": "sec-1", "path": str(transcript), "format": "claude-code"}
+    async with in_process_daemon() as d:
+        first = await d.call("session.ingest", workspace=str(ws_path), **params)
+        assert first["ingested"] == 2
+        transcript.write_bytes(b"".join(json.dumps(line).encode() + b"\n" for line in lines[1:]))
+        again = await d.call("session.ingest", **params)
+        assert again["rewritten"] is True and again["ingested"] == 0 and again["count"] == 2
+    ws = resolve_workspace(ws_path, home / "memory")
+    assert secret.encode() not in (ws.live_dir / journal_name("sec-1")).read_bytes()

@@ -16,6 +16,7 @@ of a session that closes is kept in the workspace's ingest registry
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from collections.abc import Callable
@@ -100,7 +101,17 @@ class Ingestor:
                     if chunk.rewritten:
                         compactions = parsed.compactions
                     rewritten = True
-                    messages = new_messages(self.sessions.messages(session_id), messages)
+                    # Compared as the session holds them: with their secrets redacted.
+                    scrubber = self.sessions.scrubber
+                    candidates = [
+                        dataclasses.replace(m, content=scrubber.scrub(m.content).text)
+                        for m in messages
+                    ]
+                    fresh = new_messages(self.sessions.messages(session_id), candidates)
+                    keep = {id(m) for m in fresh}
+                    messages = [
+                        m for m, c in zip(messages, candidates, strict=True) if id(c) in keep
+                    ]
                 end = chunk.start + consumed
                 new_mark = IngestMark(
                     path,
