@@ -82,3 +82,28 @@ async def test_the_root_watch_is_given_back_when_the_last_actor_stops(home: Path
         assert inotify_instances() == before
         await memory_file(d, a)  # and it watches again on demand
         assert watcher.running and watcher.starts == 2
+
+
+async def test_a_burst_of_new_files_is_fully_visible_to_the_next_search(home: Path) -> None:
+    """Issue #17 item 10: on main the first search after 20,000 files appeared at once
+    missed the newest ones (the watcher had not reported them yet)."""
+    ws = project(home, "burst")
+    async with in_process_daemon() as d:
+        memory = await memory_file(d, ws)
+        sessions = memory.parent / "sessions"
+
+        def burst() -> None:
+            for i in range(1500):
+                (sessions / f"2025-07-01-burst-{i:08x}.md").write_text(
+                    f"# Session\n\nthe cornett{i} log\n"
+                )
+
+        await anyio.to_thread.run_sync(burst)
+        found = await d.search(ws, "cornett1499")  # at once: before the watcher reports it
+        assert [hit["path"].rsplit("/", 1)[-1] for hit in found["results"]] == [
+            "2025-07-01-burst-000005db.md"
+        ]
+        assert (await d.call("index.stats", workspace=str(ws)))["files"] == 1501
+        for i in range(0, 1500, 300):  # and deletions the same way
+            (sessions / f"2025-07-01-burst-{i:08x}.md").unlink()
+        assert (await d.search(ws, "cornett300"))["results"] == []

@@ -90,6 +90,8 @@ class WorkspaceMemory:
         self.embedding = EmbeddingState(provider=provider.model_id if provider else None)
         self._dirty = _Dirty()
         self._big: set[Path] = set()  # dirty files over BIG_SYNC_BYTES, for sync_big()
+        self._watched_dirs = (root, workspace.dir, workspace.sessions_dir)
+        self._dir_marks: dict[Path, int] = {}  # their mtimes when last listed (_catch_up)
         self.big_pending = anyio.Event()
         """Set when a search left big dirty files to :meth:`sync_big` (the actor runs it)."""
         self._db = anyio.CapacityLimiter(1)
@@ -214,6 +216,22 @@ class WorkspaceMemory:
         report = await self.sync_paths(self._split_big(self._take_dirty()))
         report.add(await self.sync_big())
         return report
+
+    async def _catch_up(self) -> None:
+        """Before a search: when a memory directory changed (its mtime: a file created,
+        renamed or deleted) since the last look, list it and mark the files the index does
+        not know (or that are gone) dirty — a burst the watcher has not reported yet is
+        then fully visible to this search (issue #17). Three ``stat`` calls otherwise."""
+        marks = {}
+        for directory in self._watched_dirs:
+            try:
+                marks[directory] = os.stat(directory).st_mtime_ns
+            except OSError:
+                marks[directory] = -1
+        if marks == self._dir_marks:
+            return
+        self.mark_dirty(await self._run(self.index.unlisted))
+        self._dir_marks = marks  # as seen before listing: a change meanwhile is seen next time
 
     def _split_big(self, paths: list[Path]) -> list[Path]:
         """``paths`` without the files over :data:`BIG_SYNC_BYTES`, which go to
@@ -393,6 +411,7 @@ class WorkspaceMemory:
         """The search's DB phase (SPEC §5 steps 1–3). Without an in-memory copy of the
         vectors, sqlite-vec's scan runs beside it on the reader's connection (a
         :class:`SideScan`); the phase waits for it to merge."""
+        await self._catch_up()
         dirty = self._split_big(self._take_dirty())
         k = knn_k(limit, sources)
         side = None

@@ -16,6 +16,7 @@ import structlog
 
 from memoryd.core.workspace import source_of
 from memoryd.store.connection import DatabaseError
+from memoryd.store.files import read_regular
 from memoryd.store.heap import release_free_memory
 from memoryd.store.index.guard import rollback, storage_error
 from memoryd.store.index.records import SyncReport
@@ -447,8 +448,9 @@ class Writer(Vectors):
                 continue
             if (st.st_mtime, st.st_size) == (row[0], row[1]):
                 continue
-            try:
-                digest = blake3.blake3(path.read_bytes()).hexdigest()
+            try:  # hashed as prepare_file hashes it: regular files only, up to the limit
+                data = read_regular(path, self.settings.max_file_bytes).data
+                digest = blake3.blake3(data).hexdigest()
             except OSError:
                 digest = ""
             if digest != row[2]:
@@ -460,6 +462,31 @@ class Writer(Vectors):
                 )
         dirty.extend(self.root / rel for rel in known if rel not in seen)
         return dirty
+
+    def unlisted(self) -> list[Path]:
+        """Memory files on disk that the ``files`` table does not know, and known ones no
+        longer on disk: what a burst of creations or deletions left that the watcher may not
+        have reported yet. Reads directory listings only (no stat, no file read), so a
+        search can afford it whenever a memory directory changed (issue #17)."""
+        known = {row[0] for row in self.conn.execute("SELECT path FROM files")}
+        on_disk: dict[str, Path] = {}
+        ws_rel = self.rel(self.workspace_dir)
+        for directory, prefix in (
+            (self.root, ""),
+            (self.workspace_dir, f"{ws_rel}/"),
+            (self.workspace_dir / "sessions", f"{ws_rel}/sessions/"),
+        ):
+            try:
+                with os.scandir(directory) as entries:
+                    for entry in entries:
+                        name = entry.name
+                        if name.endswith(".md") and not name.startswith("."):
+                            on_disk[prefix + name] = directory / name
+            except OSError:
+                continue
+        new = [path for rel, path in on_disk.items() if rel not in known and self.belongs(path)]
+        gone = [self.root / rel for rel in known if rel not in on_disk]
+        return new + gone
 
 
 def batches(items: Sequence[T], first: int, size: int) -> list[Sequence[T]]:
