@@ -612,3 +612,22 @@ def test_render_status_shows_a_file_scan_under_way() -> None:
     scanning = _running(scan={"done": 750, "total": 3000}, index={})
     text = render_status(_status(scanning), now=NOW)
     assert "  scanning files [########......................] 750/3000 (25%)" in text.splitlines()
+
+
+def test_doctor_reports_inotify_limits_against_what_memoryd_needs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue #17: doctor checked only max_user_watches; now both limits, and the need (one
+    instance, one watch per directory under the memory root)."""
+    from memoryd.cli.doctor import _watch_limit_check
+    from memoryd.store.hostcheck import count_directories
+
+    root = tmp_path / "memory"
+    for name in ("a-1/sessions/.live", "b-2/sessions", "b-2/.history"):
+        (root / name).mkdir(parents=True)
+    assert count_directories(root) == 7
+    check = _watch_limit_check(root)
+    if check.data is None:
+        pytest.skip("no inotify limits on this platform")
+    assert check.data["needed_instances"] == 1 and check.data["needed_watches"] == 7
+    assert "max_user_instances" in check.detail and "needs 1 instance and 7 watches" in check.detail

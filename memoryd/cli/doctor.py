@@ -99,7 +99,7 @@ def doctor_checks(config_path: str | None, timeout: float = PROBE_TIMEOUT) -> li
             {"rule_set": info["rule_set"], "rules": info["rules"]},
         )
     )
-    checks.append(_watch_limit_check())
+    checks.append(_watch_limit_check(Path(loaded.paths.memory_root)))
     config = loaded.config
     configured = config.embedding.provider
     resolved = resolve_embedding(config)
@@ -177,19 +177,25 @@ def _vectors_in_memory_check(mode: str) -> Check:
     return Check(name, True, "numpy not installed: sqlite-vec scans (slower at 100k chunks)")
 
 
-def _watch_limit_check() -> Check:
-    from memoryd.store.hostcheck import inotify_limits
+def _watch_limit_check(root: Path) -> Check:
+    """inotify limits against what memoryd needs: one instance (one recursive watch of the
+    memory root, shared by every workspace) and one watch per directory under the root."""
+    from memoryd.store.hostcheck import count_directories, inotify_limits
 
     limits = inotify_limits()
     if not limits:
         return Check("watcher", True, "no inotify limits to check on this platform")
     watches = limits.get("max_user_watches", 0)
     instances = limits.get("max_user_instances", 0)
-    detail = f"inotify max_user_watches = {watches}, max_user_instances = {instances}"
+    needed = count_directories(root)
+    detail = (
+        f"inotify max_user_watches = {watches}, max_user_instances = {instances}; memoryd "
+        f"needs 1 instance and {needed} watches (one per directory under {root})"
+    )
     low = [
         name
         for name, value, floor in (
-            ("max_user_watches", watches, MIN_WATCHES),
+            ("max_user_watches", watches, max(MIN_WATCHES, 2 * needed)),
             ("max_user_instances", instances, MIN_INSTANCES),
         )
         if name in limits and value < floor
@@ -199,7 +205,9 @@ def _watch_limit_check() -> Check:
             f" (low: {', '.join(low)}; the daemon falls back to polling; raise with "
             f"sysctl fs.inotify.{low[0]}=…)"
         )
-    return Check("watcher", not low, detail)
+    facts = {"max_user_watches": watches, "max_user_instances": instances}
+    facts |= {"needed_watches": needed, "needed_instances": 1}
+    return Check("watcher", not low, detail, facts)
 
 
 def _doctor(args: argparse.Namespace) -> int:

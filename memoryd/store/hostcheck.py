@@ -42,3 +42,17 @@ def inotify_limits(directory: Path = INOTIFY_DIR) -> dict[str, int]:
         except (OSError, ValueError):
             continue
     return limits
+
+
+def count_directories(root: Path, limit: int = 1_000_000) -> int:
+    """Directories under ``root``, itself included (what a recursive inotify watch of it
+    takes, one watch each); counting stops at ``limit``. 0 when it does not exist."""
+    if not root.is_dir():
+        return 0
+    count = 0
+    for _dir, subdirs, _files in os.walk(root):
+        count += 1
+        if count >= limit:
+            break
+        subdirs[:] = [d for d in subdirs if not os.path.islink(os.path.join(_dir, d))]
+    return count
