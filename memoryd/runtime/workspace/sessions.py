@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar, assert_never
 
@@ -47,6 +47,7 @@ from memoryd.core.flushing import (
 )
 from memoryd.core.params import check_session_id
 from memoryd.core.secrets import Scrubber
+from memoryd.core.times import utc
 from memoryd.core.workspace import session_log_name
 from memoryd.errors import Busy, InvalidParams, MemorydError, ModelError, ModelNotConfigured
 from memoryd.errors import NotFound as SessionNotFound
@@ -173,7 +174,7 @@ class SessionManager:
         return s
 
     def _now(self) -> datetime:
-        return datetime.fromtimestamp(self.clock(), UTC)
+        return utc(self.clock())
 
     def _log_name(self, s: OpenSession, day: date, *, on_disk: bool = False) -> str:
         """The session's log for ``day``: the name it already wrote, else a new one that no
