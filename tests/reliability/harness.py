@@ -7,9 +7,13 @@
   its input once (a model that merges exact duplicates and never drops anything).
 - :class:`Workload`: client threads (sync :class:`~memoryd.client.Client`, one per thread)
   driving a daemon with a seeded mix of session appends, usage reports, flushes, closes,
-  remembers (workspace and global), searches and dreams, until :meth:`Workload.stop` or the
-  daemon dies. :func:`editor_script` is another process editing and deleting session logs.
-- :class:`Checker`: the invariants, on disk (daemon stopped) and through a live daemon.
+  remembers (workspace and global), searches, dreams (that archive the hour-old logs the
+  dream thread writes) and undos (that bring them back, or are refused when a note was
+  remembered since), until :meth:`Workload.stop` or the daemon dies. :func:`editor_script`
+  is another process editing and deleting session logs.
+- :class:`Checker`: the invariants, on disk (daemon stopped) and through a live daemon;
+  every acknowledged flush and every old log's text is in ``MEMORY.md``, a live log or
+  ``.history/`` (a backup or an archived log) after every kill — data lost 0.
 
 Notes, flushes and messages carry unique tokens (``n<cycle>x<k>``, ``<sid> through <n>``)
 so that any half-written section, lost write or stale index hit is visible by text search.
@@ -97,6 +101,11 @@ class Ledger:
     closing: set[str] = field(default_factory=set)  # close sent, not (yet) acknowledged
     closed: set[str] = field(default_factory=set)
     flushes: list[tuple[str, str, str]] = field(default_factory=list)  # (heading, path, ws)
+    old_logs: dict[str, str] = field(default_factory=dict)  # token → ws of an aged log written
+    dreams_written: int = 0
+    dream_outcomes: dict[str, int] = field(default_factory=dict)
+    undos: int = 0
+    undos_refused: int = 0
     errors: list[str] = field(default_factory=list)
     ops: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -122,8 +131,10 @@ class Workload:
         *,
         threads_per_workspace: int = 2,
         dreams: bool = True,
+        memory_root: Path | None = None,
     ) -> None:
         self.socket = socket
+        self.memory_root = memory_root or socket.parent.parent / "memory"  # $HOME/run/…
         self.workspaces = workspaces
         self.ledger = ledger
         self.cycle = cycle
@@ -255,15 +266,48 @@ class Workload:
             self.ledger.ops += 1
 
     def _dreams(self, client: Client, ws: Path, rng: random.Random) -> None:
-        if rng.random() < 0.3:
+        roll = rng.random()
+        if roll < 0.2:
+            self._old_log(ws)
+        elif roll < 0.45:
             out = client.call("dream.run", workspace=str(ws), force=True)
             if out["outcome"] == "failed":
                 self.ledger.error(f"dream failed: {out}")
+            with self.ledger.lock:
+                key = f"{out['outcome']}:{out.get('reason')}"
+                self.ledger.dream_outcomes[key] = self.ledger.dream_outcomes.get(key, 0) + 1
+                self.ledger.dreams_written += out["outcome"] == "written"
+        elif roll < 0.6:
+            try:
+                client.call("dream.undo", workspace=str(ws))
+                undone = True
+            except MemorydError as exc:  # MEMORY.md changed since (a note), or nothing to undo
+                if exc.code not in ("memory_changed", "not_found"):
+                    raise
+                undone = False
+            with self.ledger.lock:
+                self.ledger.undos += undone
+                self.ledger.undos_refused += not undone
         else:
             client.call("memory.search", workspace=str(ws), query="parser handles case")
         with self.ledger.lock:
             self.ledger.ops += 1
         time.sleep(rng.uniform(0.0, 0.05))
+
+    def _old_log(self, ws: Path) -> None:
+        """A session log an hour old (a dream archives it: it is not being written)."""
+        token = self._token().replace("n", "o", 1)
+        wsd = resolve_workspace(ws, self.memory_root)
+        path = wsd.sessions_dir / f"2025-03-01-old-{token}.md"
+        wsd.sessions_dir.mkdir(parents=True, exist_ok=True)
+        with path.open("w", encoding="utf-8") as handle:
+            handle.write(f"## Old log {token}\n\nAn old session found {token}-whole.\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        stamp = time.time() - 3600
+        os.utime(path, (stamp, stamp))
+        with self.ledger.lock:
+            self.ledger.old_logs[token] = str(ws)
 
 
 # --------------------------------------------------------------------------- another process
@@ -336,6 +380,9 @@ class Checker:
     searches: int = 0
     checks: int = 0
     temp_files_left: int = 0  # by writes a SIGKILL interrupted (harmless, never indexed)
+    lost_checks: int = 0  # old logs found in MEMORY.md, a live log or .history/ after a kill
+    archived: int = 0  # archived logs in .history/sessions/ (most seen in one workspace)
+    undos: int = 0  # undos of the check dream (logs restored, then consumed again)
 
     def workspace(self, path: str) -> Workspace:
         return resolve_workspace(path, self.root)
@@ -365,12 +412,19 @@ class Checker:
             target = target or self.workspace(ws_path).memory_file
             assert f"## Note {token}\n" in texts.get(target, ""), f"note {token} lost ({target})"
             self.checks += 1
+        kept = self._kept_texts()
         for heading, rel, ws_path in flushes:
             memory = texts.get(self.workspace(ws_path).memory_file, "")
-            assert heading in texts.get(self.root / rel, "") or heading in memory, (
-                f"acknowledged flush {heading!r} lost ({rel})"
-            )
+            where = texts.get(self.root / rel, "") + memory + kept[ws_path]
+            assert heading in where, f"acknowledged flush {heading!r} lost ({rel})"
             self.checks += 1
+        with self.ledger.lock:
+            old_logs = dict(self.ledger.old_logs)
+        for token, ws_path in old_logs.items():
+            # in MEMORY.md, a live log or .history/ (a backup or an archived log): never lost
+            where = texts.get(self.workspace(ws_path).memory_file, "") + kept[ws_path]
+            assert f"## Old log {token}" in where, f"old log {token} lost"
+            self.lost_checks += 1
         journals: dict[str, list[str]] = {}
         for ws_path in {session_ws[s] for s in messages}:
             for state in load_all(self.workspace(ws_path).live_dir):
@@ -390,6 +444,21 @@ class Checker:
             assert sid in journals, f"the journal of open session {sid} is gone"
             assert _is_subsequence(acked, journals[sid]), f"session {sid} lost messages"
             self.checks += len(acked)
+
+    def _kept_texts(self) -> dict[str, str]:
+        """Per workspace path: its live logs and everything under its ``.history/``."""
+        out: dict[str, str] = {}
+        with self.ledger.lock:
+            paths = {ws for ws, _ in self.ledger.notes.values()} | set(
+                self.ledger.session_ws.values()
+            )
+            paths |= set(self.ledger.old_logs.values())
+        for ws_path in paths:
+            wsd = self.workspace(ws_path)
+            files = [*wsd.sessions_dir.glob("*.md"), *wsd.history_dir.rglob("*.md")]
+            out[ws_path] = "".join(read(p) for p in files)
+            self.archived = max(self.archived, len(list(wsd.history_dir.glob("sessions/*/*.md"))))
+        return out
 
     def _whole_sections(self, path: Path, text: str) -> None:
         for token in NOTE_HEAD.findall(text):
@@ -463,6 +532,15 @@ class Checker:
         out = client.call("dream.run", workspace=ws, force=True)
         assert out["outcome"] == "written", out
         assert f"## {fact}" in read(wsd.memory_file)
+        assert path.name in out["archived"] and not path.exists(), out
+        if n % 2:  # undo it: the log comes back whole, then a dream takes it again
+            undone = client.call("dream.undo", workspace=ws)
+            assert path.name in undone["logs_restored"] and path.exists(), undone
+            assert f"## {fact}" not in read(wsd.memory_file)
+            self.undos += 1
+            again = client.call("dream.run", workspace=ws, force=True)
+            assert again["outcome"] == "written", again
+            assert f"## {fact}" in read(wsd.memory_file) and not path.exists()
         status = client.call("dream.status", workspace=ws)
         assert status["lock"]["held"] is False, status
 

@@ -4,9 +4,11 @@ One memory root lives through every cycle. Each cycle starts ``memoryd serve`` a
 process pointed at the fake model (:mod:`tests.support.fake_llm`), drives the workload of
 :mod:`tests.reliability.harness` (session appends, usage reports, flushes, closes with
 their automatic dreams, remembers into workspace and global memory, searches, forced
-dreams) while another process creates, edits and deletes session logs, and SIGKILLs the
+dreams that archive hour-old logs, undos that bring them back) while another process
+creates, edits and deletes session logs, and SIGKILLs the
 daemon after a seeded random delay. Then, daemon down: no file is half-written, no temp
-file passes for a memory file, every acknowledged note, flush and message is on disk. Daemon
+file passes for a memory file, every acknowledged note, flush and message is on disk, and
+every flush and old log is in ``MEMORY.md``, a live log or ``.history/`` (data lost 0). Daemon
 up again: every open session is resumed with all its acknowledged messages, the index lists
 exactly the files on disk after the first request, searches find the acknowledged notes
 and never return a file that is gone, and a dream runs.
@@ -107,6 +109,13 @@ def crash_cycles(home: Path, cycles: int, seed: int) -> dict[str, object]:
         "notes": len(ledger.notes),
         "messages": sum(len(m) for m in ledger.messages.values()),
         "flushes": len(ledger.flushes),
+        "old_logs_written": len(ledger.old_logs),
+        "dreams_written": ledger.dreams_written,
+        "undos": ledger.undos + checker.undos,
+        "dream_outcomes": ledger.dream_outcomes,
+        "undos_refused": ledger.undos_refused,
+        "archived_logs": checker.archived,
+        "old_log_checks": checker.lost_checks,
         "sessions": len(ledger.messages),
         "model_calls": llm.requests,
         "invariant_checks": checker.checks,
@@ -123,6 +132,7 @@ def test_sigkill_at_random_moments_loses_no_acknowledged_write(home: Path) -> No
     figures = crash_cycles(home, 30, SEED)
     report("crash_recovery", figures)
     assert figures["notes"] and figures["messages"] and figures["flushes"], figures
+    assert figures["archived_logs"] and figures["undos"], figures  # both ran under the kills
 
 
 @pytest.mark.slow
