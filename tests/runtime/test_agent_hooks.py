@@ -197,7 +197,7 @@ def test_claude_code_session_lifecycle(home: Path, processes: Processes, llm: Fa
     wait_count(daemon, sid, 0)
 
 
-def test_codex_session_lifecycle(home: Path, processes: Processes) -> None:
+def test_codex_session_lifecycle(home: Path, processes: Processes, llm: FakeLLM) -> None:
     ws_path = project(home, "api")
     data = (FIXTURES / "codex-rollout.jsonl").read_bytes()
     prefixes = turns(data, "codex")
@@ -206,14 +206,32 @@ def test_codex_session_lifecycle(home: Path, processes: Processes) -> None:
     sid = "019ad2f1-7c3e-7b20-9a41-5e6f7a8b9c0d"
     transcript = home / f"rollout-2026-11-30T11-00-00-{sid}.jsonl"
     transcript.write_bytes(prefixes[0])
-    daemon = processes().start()
+    daemon = processes(env=llm.env()).start()
     started = hook(home, "codex", event("SessionStart", sid, ws_path, transcript, source="startup"))
     assert started.returncode == 0 and started.stdout == b""  # empty memory: no output
-    for prefix, count in zip(prefixes[1:], counts[1:], strict=True):
+    for prefix, count in zip(prefixes[1:3], counts[1:3], strict=True):
         transcript.write_bytes(prefix)
         assert hook(home, "codex", event("Stop", sid, ws_path, transcript)).returncode == 0
-        state = wait_count(daemon, sid, count)
+        wait_count(daemon, sid, count)
+
+    llm.queue("## Slow /orders\n\norders.user_id had no index; migration 0042 adds it.\n")
+    compact = hook(home, "codex", event("PreCompact", sid, ws_path, transcript, trigger="auto"))
+    assert compact.returncode == 0 and compact.stdout == b""
+    state = poll(lambda: (s := session_state(daemon, sid)) and s["last_flush"] and s)
+    assert state["last_flush"]["outcome"] == "written"
+    [prompt] = llm.prompts
+    assert "sequential scan" in prompt.user and "PRIVATE-REASONING" not in prompt.user
+
+    daemon.kill()  # between hooks
+    daemon = processes(env=llm.env()).start()
+    poll(lambda: session_state(daemon, sid))
+    transcript.write_bytes(prefixes[3])
+    assert hook(home, "codex", event("Stop", sid, ws_path, transcript)).returncode == 0
+    state = wait_count(daemon, sid, counts[3])
     assert state["usage"]["tokens"] == 20200 and state["usage"]["compaction_count"] == 1
+    transcript.write_bytes(data.replace(b"Why?", b"Why??"))  # rewritten before the offset
+    assert hook(home, "codex", event("Stop", sid, ws_path, transcript)).returncode == 0
+    wait_count(daemon, sid, counts[3] + 1)  # only the changed message is new
     assert hook(home, "codex", event("SessionEnd", sid, ws_path, transcript)).returncode == 0
     poll(lambda: session_state(daemon, sid) is None)
 
