@@ -338,7 +338,32 @@ def _clean_templates() -> list[Callable[[random.Random], str]]:
             f"Migration {_sha(r, 12)} adds the foreign key. " + _sentence(r)
         )
 
+    def cloud(r: random.Random) -> str:
+        account = _r(r, 12, string.digits)
+        return (
+            "## Where the database password lives\n\n```yaml\n"
+            f"secret_arn: arn:aws:secretsmanager:us-east-1:{account}:secret:prod/db-{_r(r, 6)}\n"
+            "env:\n  - name: DB_PASSWORD\n    valueFrom:\n      secretKeyRef:\n"
+            "        name: db-secret\n        key: password\n"
+            'auth_token: "{{ vault_token }}"\n'
+            f"password_hash: $2b$12${_r(r, 53, ALNUM + './')}\n"
+            "```\n" + _sentence(r)
+        )
+
+    def oauth(r: random.Random) -> str:
+        return (
+            "## OAuth client settings\n\n```toml\n"
+            'token_endpoint_auth_method = "client_secret_post"\n'
+            f'token_url = "https://auth.internal.test/oauth2/v{r.randint(1, 2)}/token"\n'
+            'tokenizer = "cl100k_base"\n'
+            f'api_version = "2024-{r.randint(1, 12):02d}-01"\n'
+            "signing_key = \"~/.ssh/id_ed25519.pub\"\n"
+            "```\nThe token is refreshed by the middleware; " + _sentence(r)
+        )
+
     return [
+        cloud,
+        oauth,
         commits,
         uuids,
         image,

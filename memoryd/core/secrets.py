@@ -27,7 +27,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from memoryd.core.secret_rules import RULES, START, Check, SecretRule
+from memoryd.core.secret_rules import ASSIGNMENT_NAMES, RULES, START, Check, SecretRule
 from memoryd.errors import ConfigError
 
 #: Where the built-in rule table comes from (shown by ``status`` and ``doctor``).
@@ -52,6 +52,23 @@ _SLUG = re.compile(r"[a-z]+(?:[-_.][a-z0-9]+)+|[a-z0-9]+(?:[-_.][a-z]+)+")
 _PATHISH = re.compile(
     r"(?:\.{0,2}/|~/|[A-Za-z]:\\)\S*|[\w.-]+\.(?:pem|key|json|txt|env|ya?ml|toml|p12|pfx|crt|cfg|ini|md|py|sh)"
 )
+#: Values that name a thing rather than hold a secret: URLs (credentials in one are the
+#: url-password rule's), resource names, content digests.
+_NOT_SECRET_PREFIXES = (
+    "http://",
+    "https://",
+    "file:",
+    "arn:",
+    "urn:",
+    "projects/",
+    "sha1:",
+    "sha256:",
+    "sha512:",
+    "sha256-",
+    "sha384-",
+    "sha512-",
+)
+_NAMES = re.compile(r"[A-Za-z0-9_.-]*(?:" + ASSIGNMENT_NAMES + ")", re.IGNORECASE)
 _MASK = re.compile(r"(.)\1{3,}")
 _PASSWORD_NAME = re.compile(r"(?i)passw|pwd|passphrase")
 _WORD_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
@@ -128,7 +145,8 @@ def _placeholder(value: str) -> bool:
 
 
 def _shape_not_secret(value: str) -> bool:
-    """Values that are code, paths, numbers, versions, dates, UUIDs or slugs."""
+    """Values that are code, paths, numbers, versions, dates, UUIDs, slugs, URLs, resource
+    names or digests."""
     return (
         _IDENTIFIER.fullmatch(value) is not None
         or _CALL.match(value) is not None
@@ -138,7 +156,7 @@ def _shape_not_secret(value: str) -> bool:
         or _UUID.fullmatch(value) is not None
         or _SLUG.fullmatch(value) is not None
         or _PATHISH.fullmatch(value) is not None
-        or value.lower().startswith(("http://", "https://", "file:"))
+        or value.lower().startswith(_NOT_SECRET_PREFIXES)
     )
 
 
@@ -256,9 +274,13 @@ class Scrubber:
                 if found is not None:
                     spans.append((*found, rule.generic))
                     pos = max(m.end(), pos + 1)
-                else:  # the rejected value may hold the next match (``"x": "token = …"``)
-                    grouped = "secret" in regex.groupindex
-                    pos = max(m.start("secret") if grouped else m.start() + 1, pos + 1)
+                elif "secret" not in regex.groupindex:
+                    pos = max(m.start() + 1, pos + 1)
+                elif _NAMES.match(m.group("secret")):
+                    # it starts with a secret-like name: the next assignment (``"x": "token = …"``)
+                    pos = max(m.start("secret"), pos + 1)
+                else:
+                    pos = max(m.end(), pos + 1)
         return self._resolve(spans, text)
 
     def _secret_span(
