@@ -357,7 +357,7 @@ def _clean_templates() -> list[Callable[[random.Random], str]]:
             f'token_url = "https://auth.internal.test/oauth2/v{r.randint(1, 2)}/token"\n'
             'tokenizer = "cl100k_base"\n'
             f'api_version = "2024-{r.randint(1, 12):02d}-01"\n'
-            "signing_key = \"~/.ssh/id_ed25519.pub\"\n"
+            'signing_key = "~/.ssh/id_ed25519.pub"\n'
             "```\nThe token is refreshed by the middleware; " + _sentence(r)
         )
 

@@ -79,7 +79,8 @@ async def test_planted_secrets_reach_no_file_request_name_or_search_result(
     ws_path = project(home, "app")
     ws = resolve_workspace(ws_path, home / "memory")
     roles = ("user", "tool", "assistant", "user")
-    async with in_process_daemon(config=llm.config_toml()) as d:
+    # No dream in the background after a close: the one below is run by hand.
+    async with in_process_daemon(config=llm.config_toml() + "[dream]\nenabled = false\n") as d:
         for n in range(SESSIONS):
             sid = f"leaky-{n:04d}"
             batch = corpus[n::SESSIONS]

@@ -21,6 +21,7 @@ the value.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,9 @@ from memoryd.store.secretscan import (
     compact_index,
     memory_text_files,
     redact_file,
+    redacted_text,
     scan_file,
+    scan_text,
 )
 
 log = structlog.get_logger(__name__)
@@ -68,22 +71,26 @@ async def scan_workspace(memory: WorkspaceMemory, scrubber: Scrubber) -> list[Fi
     return await anyio.to_thread.run_sync(scan_files, files, scrubber)
 
 
-async def redact_files(
-    scans: list[FileScan], scrubber: Scrubber, *, skip: frozenset[Path] = frozenset()
-) -> tuple[list[Path], int]:
-    """Rewrite each scanned file with its secrets redacted (but those in ``skip``); returns
-    the files rewritten and the secrets redacted."""
+async def redact_files(scans: list[FileScan], scrubber: Scrubber) -> tuple[list[Path], int]:
+    """Rewrite each scanned file with its secrets redacted (each scanned again under its
+    lock); returns the files rewritten and the secrets redacted."""
     done: list[Path] = []
     count = 0
     for scanned in scans:
-        if scanned.path in skip:
-            continue
         async with file_lock(scanned.path):
             n = await anyio.to_thread.run_sync(redact_file, scanned.path, scrubber)
         if n:
             done.append(scanned.path)
             count += n
     return done, count
+
+
+def _redacted_journal(scrubber: Scrubber, data: bytes) -> bytes | None:
+    """A journal's bytes with its secrets redacted (line by line), or None: none in it."""
+    text = data.decode("utf-8", "surrogateescape")
+    if not scan_text(text, scrubber, jsonl=True):
+        return None
+    return redacted_text(text, scrubber, jsonl=True).encode("utf-8", "surrogateescape")
 
 
 async def purge_workspace(
@@ -99,12 +106,14 @@ async def purge_workspace(
         return [text for (text,) in rows if scrubber.scan(text)]
 
     texts = await memory.db_phase(affected_texts)
-    live = frozenset(sessions.journal_paths) if sessions is not None else frozenset()
-    rewritten, redacted = await redact_files(scans, scrubber, skip=live)
-    if sessions is not None:
-        journals = await sessions.redact_journals(scrubber)
-        rewritten += journals
-        redacted += sum(len(s.findings) for s in scans if s.path in journals)
+    journals: list[Path] = []
+    if sessions is not None:  # first: then the files pass finds nothing left in them
+        transform = functools.partial(_redacted_journal, scrubber)
+        done = await sessions.each_journal(lambda journal: journal.rewrite(transform))
+        journals = [path for path, changed in done if changed]
+    rewritten, redacted = await redact_files(scans, scrubber)
+    rewritten += journals
+    redacted += sum(len(s.findings) for s in scans if s.path in journals)
     dropped = 0
     provider = memory.provider
     if texts and isinstance(provider, CachedProvider):

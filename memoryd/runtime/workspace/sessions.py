@@ -61,7 +61,6 @@ from memoryd.runtime.workspace.redaction import redact, redact_messages
 from memoryd.store.files import append_section, make_private_dirs, read_text
 from memoryd.store.journal import FlushState, IngestMark, Journal, JournalHeader, load_all
 from memoryd.store.layout import memory_relpath
-from memoryd.store.secretscan import redacted_text, scan_text
 
 log = structlog.get_logger(__name__)
 
@@ -589,29 +588,15 @@ class SessionManager:
             out["path"] = self._rel(path)
         return out
 
-    @property
-    def journal_paths(self) -> list[Path]:
-        """The journal files of the open sessions."""
-        return [s.journal.path for s in self._sessions.values()]
-
-    async def redact_journals(self, scrubber: Scrubber) -> list[Path]:
-        """Rewrite the journals of open sessions that hold a secret (written before the
-        scrubber, or with other rules), each under its session's write lock; returns them.
-        The transcripts in memory were scrubbed when the sessions were opened."""
-
-        def transform(data: bytes) -> bytes | None:
-            text = data.decode("utf-8", "surrogateescape")
-            if not scan_text(text, scrubber, jsonl=True):
-                return None
-            return redacted_text(text, scrubber, jsonl=True).encode("utf-8", "surrogateescape")
-
-        done: list[Path] = []
+    async def each_journal(self, fn: Callable[[Journal], T]) -> list[tuple[Path, T]]:
+        """``fn(journal)`` in a worker thread for each open session, under its write lock
+        (``secrets purge`` rewrites them); the transcripts in memory are scrubbed already."""
+        out: list[tuple[Path, T]] = []
         for s in list(self._sessions.values()):
             with anyio.CancelScope(shield=True):
                 async with s.write_lock:
-                    if await anyio.to_thread.run_sync(s.journal.rewrite, transform):
-                        done.append(s.journal.path)
-        return done
+                    out.append((s.journal.path, await anyio.to_thread.run_sync(fn, s.journal)))
+        return out
 
     def status(self) -> list[dict[str, Any]]:
         """Per open session: message count, last activity, next idle flush, last flush."""
