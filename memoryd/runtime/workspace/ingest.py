@@ -49,15 +49,27 @@ class Ingestor:
         self.workspace = workspace
         self.max_tool_chars = max_tool_chars
         self._locks: dict[str, anyio.Lock] = {}
+        self._registry: tuple[tuple[int, int, int], dict[str, IngestMark]] | None = None
         self.log = log.bind(workspace=workspace.key.dirname)
 
     def _lock(self, session_id: str) -> anyio.Lock:
         return self._locks.setdefault(session_id, anyio.Lock())
 
     async def registered(self, path: str) -> IngestMark | None:
-        """The mark a closed session left for ``path`` in the registry."""
-        marks = await anyio.to_thread.run_sync(ingested.load, self.workspace.dir)
-        return marks.get(path)
+        """The mark a closed session left for ``path`` in the registry (read again only
+        when the registry file changed: ``ingest --all`` asks once per transcript)."""
+
+        def load() -> dict[str, IngestMark]:
+            try:
+                info = ingested.registry_path(self.workspace.dir).stat()
+            except FileNotFoundError:
+                return {}
+            key = (info.st_size, info.st_mtime_ns, info.st_ino)
+            if self._registry is None or self._registry[0] != key:
+                self._registry = (key, ingested.load(self.workspace.dir))
+            return self._registry[1]
+
+        return (await anyio.to_thread.run_sync(load)).get(path)
 
     async def unchanged_since_registered(self, path: str) -> bool:
         """``path`` was read to its end by a closed session and has not changed since."""
