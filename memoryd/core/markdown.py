@@ -143,10 +143,11 @@ def headings(
     fences = Fences()
     for index in range(len(lines)) if marked is None else marked:
         line = lines[index]
-        if fences.feed(line):
-            continue
-        if (h := heading(line)) is not None:
-            found.append((index, h))
+        if fences.fence is None and line.lstrip(" ")[:1] == "#":  # opens no fence
+            if (h := heading(line)) is not None:
+                found.append((index, h))
+        else:  # only a line that starts with "#" can be a heading
+            fences.feed(line)
     return found
 
 
