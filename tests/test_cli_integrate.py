@@ -180,7 +180,7 @@ def test_a_server_the_user_named_memoryd_is_kept(user_home: Path) -> None:
     assert (codex / "config.toml").read_text() == mine
     assert main(["integrate", "codex", "--uninstall"]) == 0
     assert (codex / "config.toml").read_text() == mine
-    assert not json.loads((codex / "hooks.json").read_text())  # what it added, removed
+    assert not (codex / "hooks.json").exists()  # it created it: removed with what it added
 
 
 def test_project_scope_writes_the_project_files(user_home: Path, tmp_path: Path) -> None:
@@ -208,3 +208,12 @@ def test_the_claude_code_plugin_registers_what_integrate_does() -> None:
     assert manifest["name"] == "memoryd"
     market = json.loads((plugin.parent / ".claude-plugin" / "marketplace.json").read_text())
     assert market["plugins"][0]["source"] == "./claude-code-plugin"
+
+
+def test_files_integrate_created_are_gone_after_uninstall(user_home: Path) -> None:
+    assert main(["integrate", "codex"]) == 0
+    assert main(["integrate", "claude-code"]) == 0
+    assert main(["integrate", "codex", "--uninstall"]) == 0
+    assert main(["integrate", "claude-code", "--uninstall"]) == 0
+    left = sorted(str(p.relative_to(user_home)) for p in user_home.rglob("*") if p.is_file())
+    assert left and all(".memoryd-backup-" in name for name in left), left

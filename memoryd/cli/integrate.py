@@ -15,8 +15,9 @@ codex          ``~/.codex/hooks.json``                      ``~/.codex/config.to
 Every file is read and checked before any is written: a malformed one is refused with its
 name and the parse error, and nothing is written. A file that changes is first copied to
 ``<name>.memoryd-backup-<UTC time>``, then replaced atomically with its mode kept. Running it
-twice changes nothing; ``--uninstall`` removes exactly what it added; ``--dry-run`` prints
-the changes as a diff and writes nothing.
+twice changes nothing; ``--uninstall`` removes exactly what it added (a file left holding
+nothing, e.g. one ``integrate`` created, is deleted); ``--dry-run`` prints the changes as a
+diff and writes nothing.
 """
 
 from __future__ import annotations
@@ -76,6 +77,8 @@ class Change:
     before: str | None
     """The file's text, None when it does not exist."""
     after: str
+    remove: bool = False
+    """The file holds nothing else any more (``--uninstall``): it is deleted."""
 
 
 def program() -> list[str]:
@@ -147,7 +150,7 @@ def _json_change(path: Path, edit: Callable[[dict[str, Any]], dict[str, Any]]) -
     after = edit(value)
     if after == value:
         return None  # same meaning: the file is left as it is
-    return Change(path, before, _dump(after))
+    return Change(path, before, _dump(after), remove=not after)
 
 
 def _toml_change(path: Path, edit: Callable[[str], str]) -> Change | None:
@@ -163,7 +166,7 @@ def _toml_change(path: Path, edit: Callable[[str], str]) -> Change | None:
     if after == text:
         return None
     tomllib.loads(after)  # never write a file the agent could not read
-    return Change(path, before, after)
+    return Change(path, before, after, remove=not after.strip())
 
 
 def plan(agent: Agent, scope: str, project: Path, *, uninstall: bool) -> list[Change]:
@@ -200,6 +203,9 @@ def apply(changes: list[Change], now: datetime) -> list[Path]:
             shutil.copy2(change.path, backup)
             backups.append(backup)
             mode = change.path.stat().st_mode & 0o777
+        if change.remove:
+            change.path.unlink(missing_ok=True)
+            continue
         change.path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(change.path, change.after)
         if mode is not None:
@@ -211,9 +217,9 @@ def diff(change: Change) -> str:
     return "".join(
         difflib.unified_diff(
             (change.before or "").splitlines(keepends=True),
-            change.after.splitlines(keepends=True),
+            [] if change.remove else change.after.splitlines(keepends=True),
             fromfile=str(change.path) if change.before is not None else "/dev/null",
-            tofile=str(change.path),
+            tofile="/dev/null" if change.remove else str(change.path),
         )
     )
 
@@ -234,7 +240,8 @@ def _integrate(args: argparse.Namespace) -> int:
         return EXIT_OK
     backups = apply(changes, datetime.now(UTC))
     for change in changes:
-        print(f"{'updated' if change.before is not None else 'created'} {change.path}")
+        done = "removed" if change.remove else "updated" if change.before is not None else "created"
+        print(f"{done} {change.path}")
     for backup in backups:
         print(f"  backup: {backup}")
     if args.uninstall:
