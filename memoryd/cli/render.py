@@ -318,6 +318,12 @@ def render_dream_status(status: dict[str, Any]) -> str:
     else:
         lines.append("  lock: free")
     lines.append(f"  last consolidation: {status.get('last_consolidation') or 'never'}")
+    if status.get("memory_too_large"):
+        lines.append(
+            f"  MEMORY.md too large: {status.get('memory_chars')} characters leave no room "
+            f"for a session log within dream.max_input_chars = {status.get('max_input_chars')}"
+            "; dreams stop until it is shorter or the limit is raised"
+        )
     last = status.get("last_run") or {}
     if last:
         reason = f" ({last['reason']})" if last.get("reason") else ""

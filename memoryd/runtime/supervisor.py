@@ -243,6 +243,7 @@ class Supervisor:
             actor = await self.actor_for(route)
             if actor.sessions.has(session_id):
                 return actor
+            self.session_routes.pop(session_id, None)  # closed there (idle close, say)
         for slot in self.slots.values():
             running = slot.actor
             if running is not None and running.ready and running.sessions.has(session_id):

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from memoryd.cli.render import render_dream_status
 from memoryd.core.config import DreamConfig
 from memoryd.errors import MemoryChanged
 from memoryd.providers.llm import FakeChatModel
@@ -163,6 +164,7 @@ async def test_a_memory_file_over_the_input_cap_is_never_sent(env: Env) -> None:
     assert model.calls == 0 and log.exists()
     status = await d.status()
     assert status["memory_too_large"] is True and status["memory_chars"] > 32000
+    assert "MEMORY.md too large" in render_dream_status(status)  # what `dream --status` says
 
 
 async def test_nul_and_control_characters_never_reach_memory(env: Env, memory_file: Path) -> None:
