@@ -32,6 +32,7 @@ from typing import Any
 from blake3 import blake3
 
 from memoryd.core.dreaming import normalize_heading, strip_footer
+from memoryd.core.flushing import strip_control
 from memoryd.core.markdown import Fences, heading, sections, unwrap_fence
 from memoryd.core.templates import is_scaffold
 from memoryd.core.times import rfc3339
@@ -324,7 +325,7 @@ def parse_candidates(answer: str, batch: Batch) -> list[Candidate]:
                 unknown.append(raw)
             elif section not in found:
                 found.append(section)
-        title, body = _one_line(title), body.strip()
+        title, body = _one_line(strip_control(title)), strip_control(body).strip()
         problem = None
         if unknown:
             problem = f"cites sources that are not in its batch: {', '.join(map(repr, unknown))}"

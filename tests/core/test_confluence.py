@@ -325,3 +325,11 @@ def test_the_daily_run_is_a_day_after_the_last_and_not_right_at_start() -> None:
     assert cf.next_daily_run(start - timedelta(hours=30), start) == start + cf.STARTUP_DELAY
     last = start + timedelta(hours=2)
     assert cf.next_daily_run(last, start) == last + timedelta(days=1)
+
+
+def test_control_characters_in_a_distiller_answer_are_stripped() -> None:
+    answer = json.dumps(
+        [{"title": "Roll\x00back", "body": "Know\x1b[0m it.\x07", "sources": ["S1"]}]
+    )
+    [candidate] = cf.parse_candidates(answer, _batch())
+    assert (candidate.title, candidate.body) == ("Rollback", "Know[0m it.")

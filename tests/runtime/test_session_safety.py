@@ -174,3 +174,16 @@ async def test_an_abandoned_session_no_longer_pins_its_actor(home: Path) -> None
         assert (await d.call("session.list"))["sessions"] == []
     ws = resolve_workspace(app, home / "memory")
     assert not (ws.live_dir / journal_name("gone-1")).exists()
+
+
+async def test_nul_and_control_characters_never_reach_a_session_log(
+    env: Env, open_memory: MemoryFactory
+) -> None:
+    model = FakeChatModel([ANSWER.replace("zebrafish", "zebra\x00fish\x1b[2J") + "\x7f"])
+    mgr = await manager(open_memory, model)
+    await mgr.open("s1")
+    await mgr.append("s1", TALK)
+    assert (await mgr.flush("s1"))["outcome"] == "written"
+    (text,) = logs(env).values()
+    assert "zebrafish[2J" in text
+    assert not any(c in text for c in "\x00\x1b\x7f")
