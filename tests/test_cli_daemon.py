@@ -25,6 +25,7 @@ import pytest
 
 from memoryd.cli.render import render_status
 from memoryd.client import Client
+from memoryd.core.times import rfc3339
 from memoryd.errors import AlreadyRunning, DaemonTimeout, InvalidParams, MemorydError
 from memoryd.errors import only_error as single_error
 from tests.test_cli_memory import (
@@ -465,7 +466,7 @@ def _running(**changes: Any) -> dict[str, Any]:
         "watcher": "watching",
         "watcher_error": None,
         "dirty": 0,
-        "last_search": {"at": NOW - 90, "took_ms": 3.25, "mode": "fts_only"},
+        "last_search": {"at": rfc3339(NOW - 90), "took_ms": 3.25, "mode": "fts_only"},
         "index": {"files": 3, "chunks": 41, "vectors_pending": 0, "embedding_model": None},
         "failures": 0,
         "last_error": None,

@@ -182,8 +182,8 @@ def test_status_shows_open_sessions_and_the_dream_gates_and_lock(
     sessions = {s["session_id"]: s for s in actor["sessions"]}
     assert sessions["main-1"]["messages"] == 6
     assert sessions["main-1"]["last_flush"]["outcome"] == "written"
-    assert isinstance(sessions["main-1"]["next_idle_flush"], float)
-    assert isinstance(sessions["main-1"]["last_activity"], float)
+    assert sessions["main-1"]["next_idle_flush"].endswith("Z")  # RFC 3339 UTC
+    assert sessions["main-1"]["last_activity"].endswith("Z")
     assert actor["dream"]["lock"]["holder_pid"] == crashed
     assert actor["dream"]["gates"]["sessions_since_last"] == 2
     assert actor["dream"]["next_check"] == "off"

@@ -4,6 +4,7 @@ confluence runs, the progress bar. Pure functions of the reply (and ``now``), no
 from __future__ import annotations
 
 import time
+from datetime import datetime
 from typing import Any
 
 
@@ -75,11 +76,7 @@ def _status_row(actor: dict[str, Any], now: float) -> tuple[tuple[str, ...], lis
     """One workspace's cells and the notes printed under them."""
     index: dict[str, Any] = actor.get("index") or {}
     last = actor.get("last_search")
-    last_text = (
-        f"{_duration(max(0.0, now - last['at']))} ago, {last['took_ms']:.1f} ms {last['mode']}"
-        if last
-        else "-"
-    )
+    last_text = f"{_ago(now, last['at'])}, {last['took_ms']:.1f} ms {last['mode']}" if last else "-"
     pending = index.get("vectors_pending") if index.get("embedding_model") else None
     cells = (
         f"{actor['workspace']} ({actor['memory_dir']})",
@@ -144,7 +141,20 @@ def render_sessions(sessions: list[dict[str, Any]], now: float) -> str:
 
 
 def _ago(now: float, then: Any) -> str:
-    return f"{_duration(max(0.0, now - then))} ago" if isinstance(then, int | float) else "-"
+    when = _epoch(then)
+    return "-" if when is None else f"{_duration(max(0.0, now - when))} ago"
+
+
+def _epoch(value: Any) -> float | None:
+    """A reply's time (RFC 3339, or Unix seconds) as Unix seconds; None if it is neither."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value).timestamp()
+        except ValueError:
+            return None
+    return None
 
 
 def _embedding_note(e: dict[str, Any]) -> str:
@@ -160,8 +170,8 @@ def _embedding_note(e: dict[str, Any]) -> str:
 
 def _session_note(session: dict[str, Any], now: float) -> str:
     flush = session.get("last_flush") or {}
-    idle = session.get("next_idle_flush")
-    due = f"in {_duration(max(0.0, idle - now))}" if isinstance(idle, int | float) else "off"
+    idle = _epoch(session.get("next_idle_flush"))
+    due = "off" if idle is None else f"in {_duration(max(0.0, idle - now))}"
     kind = " (sub-agent)" if session.get("subagent") else ""
     ingest = session.get("last_ingest")
     read = f", last ingest {_ago(now, ingest['at'])}" if isinstance(ingest, dict) else ""

@@ -15,6 +15,7 @@ import pytest
 
 from memoryd.core.config import Config
 from memoryd.core.flushing import FLUSH_DELTA_RULE, Message
+from memoryd.core.times import rfc3339
 from memoryd.errors import Busy, InvalidParams, ModelError, ModelNotConfigured, NotFound
 from memoryd.providers.embeddings import EmbeddingProvider, HashProvider
 from memoryd.providers.llm import FakeChatModel
@@ -672,8 +673,8 @@ async def test_status_lists_each_open_session(make: Callable[..., Any]) -> None:
         rows = {row["session_id"]: row for row in mgr.status()}
     assert rows["a"]["messages"] == len(CONVERSATION) + 1
     assert rows["a"]["unflushed"] == 1
-    assert rows["a"]["last_activity"] == clock.now
-    assert rows["a"]["next_idle_flush"] == clock.now + 300
+    assert rows["a"]["last_activity"] == rfc3339(clock.now)  # reply times: RFC 3339 UTC
+    assert rows["a"]["next_idle_flush"] == rfc3339(clock.now + 300)
     assert rows["a"]["last_flush"]["outcome"] == "written"
     assert rows["a"]["last_flush"]["trigger"] == "manual"
     assert rows["b"]["subagent"] is True

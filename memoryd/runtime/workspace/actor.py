@@ -315,7 +315,11 @@ class WorkspaceActor:
     async def search(self, query: str, **kwargs: Any) -> SearchResponse:
         with self._request():
             response = await self.memory.search(query, **kwargs)
-        self.last_search = {"at": self.clock(), "took_ms": response.took_ms, "mode": response.mode}
+        self.last_search = {
+            "at": rfc3339(self.clock()),
+            "took_ms": response.took_ms,
+            "mode": response.mode,
+        }
         self._embed_wakeup.set()
         return response
 
@@ -507,7 +511,7 @@ class WorkspaceActor:
             "watcher_error": self.watcher_error,
             "read_only": self.read_only,
             "dirty": self.memory.dirty_count,
-            "last_used": self.last_used,
+            "last_used": rfc3339(self.last_used),
             "last_search": self.last_search,
             "index": stats,
             "sessions": self.sessions.status(),

@@ -11,6 +11,7 @@ from typing import Any, Self
 import anyio
 
 from memoryd.core.flushing import Message
+from memoryd.core.times import rfc3339
 from memoryd.store.files import read_text
 from memoryd.store.journal import FlushState, IngestMark, Journal, JournalState
 
@@ -70,16 +71,16 @@ class OpenSession:
         return {
             "session_id": self.session_id,
             "subagent": self.subagent,
-            "opened_at": self.opened_at,
+            "opened_at": _time(self.opened_at),
             "messages": len(self.messages),
             "unflushed": self.unflushed,
-            "last_activity": self.last_activity,
-            "next_idle_flush": self.idle_due,
+            "last_activity": _time(self.last_activity),
+            "next_idle_flush": _time(self.idle_due),
             "flushing": self.flush_lock.locked(),
             "closing": self.closing,
             "last_flush": (
                 {
-                    "at": f.last_at,
+                    "at": _time(f.last_at),
                     "outcome": f.last_outcome,
                     "trigger": f.last_trigger,
                     "error": f.last_error,
@@ -124,4 +125,14 @@ def _last_ingest(marks: Iterable[IngestMark]) -> dict[str, Any] | None:
     latest = max(marks, key=lambda m: m.at, default=None)
     if latest is None:
         return None
-    return {"path": latest.path, "format": latest.format, "offset": latest.offset, "at": latest.at}
+    return {
+        "path": latest.path,
+        "format": latest.format,
+        "offset": latest.offset,
+        "at": _time(latest.at),
+    }
+
+
+def _time(epoch: float | None) -> str | None:
+    """A reply's time: RFC 3339 UTC (None stays None)."""
+    return None if epoch is None else rfc3339(epoch)

@@ -47,7 +47,7 @@ from memoryd.core.flushing import (
 )
 from memoryd.core.params import check_session_id
 from memoryd.core.secrets import Scrubber
-from memoryd.core.times import utc
+from memoryd.core.times import rfc3339, utc
 from memoryd.core.workspace import session_log_name
 from memoryd.errors import Busy, InvalidParams, MemorydError, ModelError, ModelNotConfigured
 from memoryd.errors import NotFound as SessionNotFound
@@ -350,7 +350,7 @@ class SessionManager:
             "context_window": context_window,
             "threshold_percent": threshold_percent,
             "compaction_count": compaction_count,
-            "at": self.clock(),
+            "at": rfc3339(self.clock()),
         }
         if not due or not self._auto_flush_possible():
             return {"flushed": False}

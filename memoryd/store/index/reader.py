@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from memoryd.core.ranking import Candidate
+from memoryd.core.times import rfc3339
 from memoryd.store.index.guard import rollback
 from memoryd.store.index.vectors import Vectors
 from memoryd.store.vectors import vector_blob
@@ -182,6 +183,6 @@ class Reader(Vectors):
             "FROM files f ORDER BY f.path"
         )
         return [
-            {"path": path, "size": size, "mtime": mtime, "chunks": count}
+            {"path": path, "size": size, "mtime": rfc3339(mtime), "chunks": count}
             for path, size, mtime, count in rows
         ]
