@@ -126,11 +126,11 @@ def render_sessions(sessions: list[dict[str, Any]], now: float) -> str:
         return "no open sessions"
     lines = []
     for s in sessions:
-        close_at = s.get("idle_close_at")
+        close_at = _epoch(s.get("idle_close_at"))
         closes = (
-            f"idle close in {_duration(max(0.0, close_at - now))}"
-            if isinstance(close_at, int | float)
-            else "no idle close"
+            "no idle close"
+            if close_at is None
+            else f"idle close in {_duration(max(0.0, close_at - now))}"
         )
         kind = " (sub-agent)" if s.get("subagent") else ""
         lines.append(

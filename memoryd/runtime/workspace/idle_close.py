@@ -20,6 +20,7 @@ from memoryd.core.config import Config
 from memoryd.core.flushing import Trigger
 from memoryd.errors import MemorydError
 from memoryd.providers.llm import ChatModel
+from memoryd.runtime.workspace.open_session import OpenSession
 
 log = structlog.get_logger(__name__)
 
@@ -31,7 +32,7 @@ class SessionManager(Protocol):
     model: ChatModel | None
     clock: Callable[[], float]
 
-    def status(self) -> list[dict[str, Any]]: ...
+    def open_sessions(self) -> list[OpenSession]: ...
 
     async def flush(self, session_id: str, trigger: Trigger = "manual") -> dict[str, Any]: ...
 
@@ -50,10 +51,11 @@ async def idle_close_loop(manager: SessionManager) -> None:
         if secs <= 0:
             continue
         now = manager.clock()
-        for entry in manager.status():
-            if entry["closing"] or entry["flushing"] or now - entry["last_seen"] < secs:
+        for session in manager.open_sessions():
+            busy = session.closing or session.flush_lock.locked()
+            if busy or now - session.last_seen < secs:
                 continue
-            await expire(manager, entry["session_id"], entry["unflushed"])
+            await expire(manager, session.session_id, session.unflushed)
 
 
 async def expire(manager: SessionManager, session_id: str, unflushed: int) -> dict[str, Any] | None:

@@ -91,8 +91,10 @@ class OpenSession:
             "log_path": log_path,
             "usage": self.usage,
             "last_ingest": _last_ingest(self.ingests.values()),
-            "last_seen": self.last_seen,
-            "idle_close_at": self.last_seen + idle_close_secs if idle_close_secs > 0 else None,
+            "last_seen": _time(self.last_seen),
+            "idle_close_at": (
+                _time(self.last_seen + idle_close_secs) if idle_close_secs > 0 else None
+            ),
         }
 
 

@@ -598,6 +598,10 @@ class SessionManager:
                     out.append((s.journal.path, await anyio.to_thread.run_sync(fn, s.journal)))
         return out
 
+    def open_sessions(self) -> list[OpenSession]:
+        """The open sessions themselves (for the idle-close loop; replies use :meth:`status`)."""
+        return list(self._sessions.values())
+
     def status(self) -> list[dict[str, Any]]:
         """Per open session: message count, last activity, next idle flush, last flush."""
         today = self._now().date()
