@@ -25,13 +25,15 @@ from typing import Any
 import anyio
 import structlog
 
-from memoryd.core.transcripts import Format, new_messages, parse
+from memoryd.core.flushing import Message
+from memoryd.core.secrets import Scrubber
+from memoryd.core.transcripts import Format, Parsed, new_messages, parse
 from memoryd.runtime.workspace.sessions import SessionManager
 from memoryd.store import ingested
 from memoryd.store import transcripts as transcript_files
 from memoryd.store.journal import IngestMark
 from memoryd.store.layout import Workspace
-from memoryd.store.transcripts import read_from, tail_hash
+from memoryd.store.transcripts import Chunk, read_from, tail_hash
 
 log = structlog.get_logger(__name__)
 
@@ -94,13 +96,19 @@ class Ingestor:
             tool_names: dict[str, str] = {}
             limit = transcript_files.MAX_READ_BYTES
             while True:
-                chunk = await anyio.to_thread.run_sync(
-                    functools.partial(read_from, path, mark.offset, mark.tail, max_bytes=limit)
+                # Read and parse off the event loop: a first read can be megabytes.
+                chunk, parsed = await anyio.to_thread.run_sync(
+                    functools.partial(
+                        _read_and_parse,
+                        path,
+                        mark,
+                        fmt,
+                        limit,
+                        self.max_tool_chars(),
+                        tool_names,
+                    )
                 )
                 chunks += 1
-                parsed = parse(
-                    fmt, chunk.data, max_tool_chars=self.max_tool_chars(), tool_names=tool_names
-                )
                 consumed = parsed.consumed
                 if consumed == 0 and chunk.more:
                     if limit < transcript_files.MAX_LINE_BYTES:
@@ -113,17 +121,12 @@ class Ingestor:
                     if chunk.rewritten:
                         compactions = parsed.compactions
                     rewritten = True
-                    # Compared as the session holds them: with their secrets redacted.
-                    scrubber = self.sessions.scrubber
-                    candidates = [
-                        dataclasses.replace(m, content=scrubber.scrub(m.content).text)
-                        for m in messages
-                    ]
-                    fresh = new_messages(self.sessions.messages(session_id), candidates)
-                    keep = {id(m) for m in fresh}
-                    messages = [
-                        m for m, c in zip(messages, candidates, strict=True) if id(c) in keep
-                    ]
+                    messages = await anyio.to_thread.run_sync(
+                        _unseen,
+                        self.sessions.scrubber,
+                        self.sessions.messages(session_id),
+                        messages,
+                    )
                 end = chunk.start + consumed
                 new_mark = IngestMark(
                     path,
@@ -172,3 +175,26 @@ class Ingestor:
         self._locks.pop(session_id, None)
         if marks:
             await anyio.to_thread.run_sync(ingested.record, self.workspace.dir, marks, session_id)
+
+
+def _read_and_parse(
+    path: str,
+    mark: IngestMark,
+    fmt: Format,
+    limit: int,
+    max_tool_chars: int,
+    tool_names: dict[str, str],
+) -> tuple[Chunk, Parsed]:
+    chunk = read_from(path, mark.offset, mark.tail, max_bytes=limit)
+    parsed = parse(fmt, chunk.data, max_tool_chars=max_tool_chars, tool_names=tool_names)
+    return chunk, parsed
+
+
+def _unseen(
+    scrubber: Scrubber, existing: list[Message], candidates: list[Message]
+) -> list[Message]:
+    """The ``candidates`` the session does not hold yet, compared as the session holds its
+    messages: with their secrets redacted."""
+    scrubbed = [dataclasses.replace(m, content=scrubber.scrub(m.content).text) for m in candidates]
+    keep = {id(m) for m in new_messages(existing, scrubbed)}
+    return [m for m, c in zip(candidates, scrubbed, strict=True) if id(c) in keep]
