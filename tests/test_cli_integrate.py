@@ -217,3 +217,21 @@ def test_files_integrate_created_are_gone_after_uninstall(user_home: Path) -> No
     assert main(["integrate", "claude-code", "--uninstall"]) == 0
     left = sorted(str(p.relative_to(user_home)) for p in user_home.rglob("*") if p.is_file())
     assert left and all(".memoryd-backup-" in name for name in left), left
+
+
+def test_integrate_json_lists_the_changes_and_backups(
+    user_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings, claude_json = _claude_files(user_home)
+    assert main(["integrate", "claude-code", "--dry-run", "--json"]) == 0
+    planned = json.loads(capsys.readouterr().out)
+    assert planned["dry_run"] is True and planned["backups"] == []
+    assert {c["path"] for c in planned["changes"]} == {str(settings), str(claude_json)}
+    assert all(c["action"] == "update" and c["diff"].startswith("---") for c in planned["changes"])
+    assert json.loads(settings.read_text()) == CLAUDE_SETTINGS  # nothing written
+
+    assert main(["integrate", "claude-code", "--json"]) == 0
+    done = json.loads(capsys.readouterr().out)
+    assert len(done["backups"]) == 2 and all(Path(b).exists() for b in done["backups"])
+    assert main(["integrate", "claude-code", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["changes"] == []  # already registered

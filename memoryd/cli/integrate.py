@@ -35,7 +35,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from memoryd.cli.common import EXIT_OK, Subcommands, command, workspace_of
+from memoryd.cli.common import EXIT_OK, Subcommands, command, print_json, workspace_of
 from memoryd.core import integrate as merge
 from memoryd.core.hooks import AGENTS, Agent
 from memoryd.errors import ConfigError
@@ -67,6 +67,9 @@ def _integrate_command(subcommands: Subcommands) -> None:
         metavar="DIR",
         default=None,
         help="the project for --scope project (default: the current directory)",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print {agent, scope, changes, backups} as JSON"
     )
     parser.set_defaults(handler=_integrate)
 
@@ -192,6 +195,30 @@ def plan(agent: Agent, scope: str, project: Path, *, uninstall: bool) -> list[Ch
     return [c for c in changes if c is not None]
 
 
+def _action(change: Change) -> str:
+    return "remove" if change.remove else "update" if change.before is not None else "create"
+
+
+def _integrate_json(args: argparse.Namespace, changes: list[Change]) -> int:
+    """``--json``: what changes (with its diff on a dry run) and the backups written."""
+    backups = [] if args.dry_run or not changes else apply(changes, datetime.now(UTC))
+    listed = [
+        {"path": str(c.path), "action": _action(c), **({"diff": diff(c)} if args.dry_run else {})}
+        for c in changes
+    ]
+    print_json(
+        {
+            "agent": args.agent,
+            "scope": args.scope,
+            "uninstall": args.uninstall,
+            "dry_run": args.dry_run,
+            "changes": listed,
+            "backups": [str(b) for b in backups],
+        }
+    )
+    return EXIT_OK
+
+
 def apply(changes: list[Change], now: datetime) -> list[Path]:
     """Write ``changes``: each file's backup first, then the file (mode kept); the backups."""
     backups: list[Path] = []
@@ -229,6 +256,8 @@ def _integrate(args: argparse.Namespace) -> int:
     project = Path(workspace_of(args))
     changes = plan(agent, args.scope, project, uninstall=args.uninstall)
     what = "memoryd's hooks and MCP server"
+    if args.json:
+        return _integrate_json(args, changes)
     if not changes:
         state = "not registered" if args.uninstall else "already registered"
         print(f"{agent}: {what} {state} ({args.scope} scope); nothing to change")
