@@ -185,6 +185,8 @@ def test_ingest_all_imports_each_transcript_once_and_search_finds_them(
     assert second.returncode == 0, second.stderr
     results = json.loads(second.stdout)
     assert len(results) == 50 and all(r["skipped"] for r in results)
+    flushing = memoryd_cli(home, "ingest", "--all", str(folder), "-w", str(ws_path), "--flush")
+    assert flushing.stdout.splitlines()[-1] == "0 imported, 50 skipped, 0 failed"
 
     for i in (0, 17, 49):
         found = memoryd_cli(home, "search", f"zorblax{i} timeout", "-w", str(ws_path), "--json")

@@ -62,7 +62,7 @@ def register(table: MethodTable, ctx: DaemonContext) -> None:
         workspace = p.string(params, "workspace", None, max_len=4096)
         if workspace is not None:
             _abs(workspace, "workspace")
-            if after == "close" and not await _is_open(ctx, session_id):
+            if after in ("close", "flush_close") and not await _is_open(ctx, session_id):
                 # Outside the order slot: only asks whether the transcript changed since
                 # the session was registered (a file check, no memory read or written).
                 actor = await ctx.supervisor.actor_for(workspace)
