@@ -201,7 +201,6 @@ def clients(workdir: Path, count: int) -> Figures:
             time.sleep(0.05)
         proc = psutil.Process(daemon.pid)
         fds = proc.num_fds()
-        status = daemon.call("daemon.status")
         for s in slow:
             s.close()
         return {
@@ -214,7 +213,6 @@ def clients(workdir: Path, count: int) -> Figures:
             "ping_max_ms": round(max(pings) * 1000, 2) if pings else None,
             "ping_failures": ping_failures,
             "daemon_fds": fds,
-            "connections": status.get("connections"),
         }
     finally:
         daemon.stop()

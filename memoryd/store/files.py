@@ -167,6 +167,8 @@ class FileRead:
     """The ``fstat`` of the file that was read (its full size, its mtime)."""
     truncated: bool
     """The file is larger than the limit: ``data`` is its beginning only."""
+    size: int = 0
+    """The file's size as far as it was seen (``fstat``, or more if it grew while read)."""
 
 
 _READ_STEP = 1 << 20
@@ -219,12 +221,16 @@ def read_regular(path: Path, max_bytes: int | None = None) -> FileRead:
     finally:
         os.close(fd)
     data = b"".join(parts)
+    size = max(st.st_size, len(data))
     if max_bytes is None or len(data) <= max_bytes:
-        return FileRead(data, st, truncated=False)
+        return FileRead(data, st, truncated=False, size=size)
     data = data[:max_bytes]
     cut = data.rfind(b"\n")
-    return FileRead(data[: cut + 1] if cut >= 0 else data, st, truncated=True)
+    return FileRead(data[: cut + 1] if cut >= 0 else data, st, truncated=True, size=size)
 
+
+DECODE_WARNING = "not valid"
+"""How :func:`decode_text`'s warning starts."""
 
 _BOMS = (
     (codecs.BOM_UTF8, "utf-8"),
@@ -250,7 +256,7 @@ def decode_text(data: bytes) -> tuple[str, str | None]:
     except UnicodeDecodeError:
         text = data.decode(encoding, "replace")
     bad = text.count("\ufffd") - data.decode(encoding, "ignore").count("\ufffd")
-    return text, f"not valid {encoding.upper()}: {bad} undecodable byte sequence(s) replaced"
+    return text, f"{DECODE_WARNING} {encoding.upper()}: {bad} undecodable byte sequence(s) replaced"
 
 
 def read_bytes(path: Path, max_bytes: int | None = None) -> bytes | None:

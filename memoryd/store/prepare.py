@@ -31,6 +31,8 @@ from memoryd.store.files import NotRegularFile, decode_text, read_regular
 
 log = structlog.get_logger(__name__)
 
+PARTIAL = "partial:"
+"""How the hash of a file written only in part (:meth:`Prepared.prefix`) starts."""
 DEFAULT_MAX_FILE_BYTES = 16 * 1024 * 1024
 """``index.max_file_bytes``: how much of one memory file is indexed."""
 
@@ -63,13 +65,14 @@ class Prepared:
         """This file as its first ``count`` chunks, for writing a big file in several
         phases (:meth:`memoryd.runtime.workspace.memory.WorkspaceMemory.sync_big`). Until
         the last one its hash is ``partial:<count>`` (never a file's), so each phase writes
-        and a stop half-way leaves the file to sync again."""
+        and a stop half-way leaves the file to sync again; no chunk of the file is dropped
+        before the last phase (the whole old version stays searchable meanwhile)."""
         assert self.chunks is not None
         if count >= len(self.chunks):
             return self
         return replace(
             self,
-            digest=f"partial:{count}",
+            digest=f"{PARTIAL}{count}",
             chunks=self.chunks[:count],
             ids=self.ids[:count],
             times=self.times[:count],
@@ -148,7 +151,7 @@ def prepare_file(
     warnings: tuple[str, ...] = ()
     if read.truncated:
         warnings = (
-            f"larger than index.max_file_bytes ({st.st_size} > {max_bytes} bytes): "
+            f"larger than index.max_file_bytes ({read.size} > {max_bytes} bytes): "
             f"only the first {len(data)} bytes are indexed",
         )
     out = Prepared(

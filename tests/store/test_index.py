@@ -483,6 +483,17 @@ def test_a_big_file_written_as_growing_prefixes_ends_as_one_write(
         assert index.count_chunks() == count
     index.write_prepared(item.prefix(len(item.chunks)))
     phased = sorted(index.conn.execute("SELECT id, start_line, end_line FROM chunks"))
+    # A changed big file: its old chunks stay searchable until the last phase.
+    text = path.read_text()
+    path.write_text("## Intro\n\nnew words\n\n" + text)
+    again = index.prepare(path)
+    assert again.chunks is not None
+    before = index.count_chunks()
+    index.write_prepared(again.prefix(3), last=False)
+    assert index.count_chunks() >= before
+    index.write_prepared(again)
+    assert index.count_chunks() == len(again.chunks)
+    phased = sorted(index.conn.execute("SELECT id, start_line, end_line FROM chunks"))
     assert index.reconcile() == []  # the hash is the file's now
     index.close()
     fresh = open_index(root, workspace)

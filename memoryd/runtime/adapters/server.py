@@ -238,12 +238,13 @@ class SocketServer:
         self._connections.discard(oldest)
         oldest.evict()
         self.evicted += 1
-        log.warning(
-            "server.connection_evicted",
-            reason="max_connections reached; it held the oldest partial request line",
-            max_connections=self._max_connections,
-            evicted=self.evicted,
-        )
+        if self.evicted == 1 or self.evicted % 100 == 0:  # a flood must not flood the log
+            log.warning(
+                "server.connection_evicted",
+                reason="max_connections reached; it held the oldest partial request line",
+                max_connections=self._max_connections,
+                evicted=self.evicted,
+            )
         return True
 
     async def _refuse(self, stream: SocketStream) -> None:

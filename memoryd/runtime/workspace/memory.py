@@ -38,6 +38,7 @@ from memoryd.runtime.workspace.search import Neighbours, SearchHit, SearchRespon
 from memoryd.store.connection import DatabaseError
 from memoryd.store.files import read_text
 from memoryd.store.ftsstats import fts_rows
+from memoryd.store.heap import release_free_memory
 from memoryd.store.index import ChunkSettings, Index, SyncReport, knn_k
 from memoryd.store.layout import Workspace, resolve_client_path
 from memoryd.store.mirror import mirror_wanted
@@ -49,7 +50,7 @@ T = TypeVar("T")
 
 BATCH_SYNC_MIN = 16  # sync this many dirty files or more in batched transactions
 BIG_SYNC_BYTES = 1 << 20  # a dirty file this big is read and chunked outside the DB phase
-BIG_SYNC_CHUNKS = 1000  # ... and written this many chunks per DB phase
+BIG_SYNC_CHUNKS = 500  # ... and written this many chunks per DB phase
 MAX_GET_CHARS = 256 * 1024  # memory.get answers at most this much text; the rest by `from`
 
 
@@ -235,7 +236,15 @@ class WorkspaceMemory:
 
     def _split_big(self, paths: list[Path]) -> list[Path]:
         """``paths`` without the files over :data:`BIG_SYNC_BYTES`, which go to
-        :meth:`sync_big` instead (and wake it)."""
+        :meth:`sync_big` instead (and wake it). In the event loop."""
+        small = self._big_aside(paths)
+        if self._big:
+            self.big_pending.set()
+        return small
+
+    def _big_aside(self, paths: list[Path]) -> list[Path]:
+        """``paths`` without the big files, which are put aside for :meth:`sync_big` (any
+        thread; the caller wakes it: :meth:`_read_candidates` after its DB phase)."""
         small: list[Path] = []
         for path in paths:
             try:
@@ -246,13 +255,12 @@ class WorkspaceMemory:
                 self._big.add(path)
             else:
                 small.append(path)
-        if self._big:
-            self.big_pending.set()
         return small
 
     async def sync_big(self) -> SyncReport:
         """Sync the big dirty files one by one: each is read and chunked in a worker thread
-        without holding the index (searches go on meanwhile), then written in one phase.
+        without holding the index (searches go on meanwhile), then written
+        :data:`BIG_SYNC_CHUNKS` chunks per DB phase.
         A search does not wait for this (issue #17: a file over the size limit must not make
         its workspace unresponsive); the file is searchable once it is written."""
         report = SyncReport()
@@ -284,11 +292,14 @@ class WorkspaceMemory:
                 self.mark_dirty([path])
                 report.errors.append(f"{path}: {exc}")
                 continue
+            phases = len(parts)
+            del item, parts, part
+            await anyio.to_thread.run_sync(release_free_memory)  # its text and chunks
             self.log.info(
                 "index.big_file_synced",
                 path=str(path),
                 chunks=total,
-                phases=len(parts),
+                phases=phases,
                 prepare_secs=round(prepared - started, 3),
                 write_secs=round(time.perf_counter() - prepared, 3),
             )
@@ -420,10 +431,13 @@ class WorkspaceMemory:
             side = SideScan(scan)
         args = (dirty, match, vector, limit, sources, side)
         if side is None:
-            return await self._run(self._candidates_phase, *args)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(side.run, self._vec_db)
             read = await self._run(self._candidates_phase, *args)
+        else:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(side.run, self._vec_db)
+                read = await self._run(self._candidates_phase, *args)
+        if self._big:  # stale big files the phase put aside
+            self.big_pending.set()
         return read
 
     def _candidates_phase(
@@ -456,7 +470,7 @@ class WorkspaceMemory:
         elif copy_scan is not None:
             knn = copy_scan.result()
         found = self.index.merged(hits, knn, sources)
-        stale = self.index.stale(c.path for c in found)
+        stale = self._big_aside(self.index.stale(c.path for c in found))
         if stale:  # changed on disk, not yet reported by the watcher: sync, read again
             report.add(self._sync_tolerant(stale))
             found = self.index.candidates(match, vector, limit, sources)

@@ -16,12 +16,12 @@ import structlog
 
 from memoryd.core.workspace import source_of
 from memoryd.store.connection import DatabaseError
-from memoryd.store.files import read_regular
+from memoryd.store.files import DECODE_WARNING, read_regular
 from memoryd.store.heap import release_free_memory
 from memoryd.store.index.guard import rollback, storage_error
 from memoryd.store.index.records import SyncReport
 from memoryd.store.index.vectors import Vectors
-from memoryd.store.prepare import Prepared, prepare_file
+from memoryd.store.prepare import PARTIAL, Prepared, prepare_file
 
 log = structlog.get_logger("memoryd.store.index")
 
@@ -305,14 +305,16 @@ class Writer(Vectors):
                 for seq, cid in conn.execute("SELECT seq, id FROM chunks WHERE path = ?", (rel,))
             }
             keep = set(item.ids)
-            gone = [seq for cid, seq in existing.items() if cid not in keep]
+            partial = item.digest.startswith(PARTIAL)  # a prefix: drop nothing until the end
+            gone = [] if partial else [seq for cid, seq in existing.items() if cid not in keep]
             self._delete_seqs(gone)
             for cid, chunk, ctime, body in zip(
                 item.ids, item.chunks, item.times, item.bodies, strict=True
             ):
                 seq = existing.get(cid)
                 if seq is not None:
-                    moved.append((chunk.start_line, chunk.end_line, chunk.heading, ctime, seq))
+                    if not partial:  # the last phase puts every kept chunk in place
+                        moved.append((chunk.start_line, chunk.end_line, chunk.heading, ctime, seq))
                     continue
                 if next_seq is None:
                     top = conn.execute("SELECT max(seq) FROM chunks").fetchone()[0]
@@ -368,7 +370,8 @@ class Writer(Vectors):
         rel = item.rel
         old = self.file_warnings.get(rel, ())
         if item.chunks is None and not item.missing:  # content unchanged: not re-decoded
-            new = tuple(dict.fromkeys((*old, *item.warnings)))
+            decoded = (w for w in old if w.startswith(DECODE_WARNING))
+            new = tuple(dict.fromkeys((*item.warnings, *decoded)))
         else:
             new = item.warnings
         if new == old:
