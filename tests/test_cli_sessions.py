@@ -140,6 +140,21 @@ def test_dream_then_undo_restores_and_lists_the_consumed_logs(
     code, out, err = cli(capsys, "dream", "--undo", "-w", str(ws_path))
     assert code == 1 and "no dream to undo" in err
 
+    # the restored logs are consumed again; a note remembered since makes undo refuse
+    code, out, err = cli(capsys, "dream", "-w", str(ws_path))
+    assert code == 0 and out.startswith("dream: written\n"), (out, err)
+    code, out, err = cli(capsys, "remember", "Wipe the zebrafish cache", "-w", str(ws_path))
+    assert code == 0, err
+    code, out, err = cli(capsys, "dream", "--undo", "-w", str(ws_path))
+    assert code == 1 and "changed since the dream" in err and "--force" in err, err
+    assert "Wipe the zebrafish cache" in ws.memory_file.read_text(encoding="utf-8")
+    code, out, err = cli(capsys, "dream", "--undo", "--force", "-w", str(ws_path))
+    assert code == 0, err
+    saved = re.search(r"the changed file was saved as \.history/(\S+)\n", out)
+    assert saved, out
+    assert "Wipe the zebrafish cache" in (ws.history_dir / saved.group(1)).read_text()
+    assert ws.memory_file.read_text(encoding="utf-8") == ORIGINAL
+
 
 def test_status_shows_open_sessions_and_the_dream_gates_and_lock(
     home: Path, processes: Processes, llm: FakeLLM, capsys: pytest.CaptureFixture[str]
