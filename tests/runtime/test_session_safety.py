@@ -190,3 +190,13 @@ async def test_nul_and_control_characters_never_reach_a_session_log(
     (text,) = logs(env).values()
     assert "zebrafish[2J" in text
     assert not any(c in text for c in "\x00\x1b\x7f")
+
+
+async def test_a_rejected_flush_is_asked_again(env: Env, open_memory: MemoryFactory) -> None:
+    model = FakeChatModel(["no heading at all", ANSWER])
+    mgr = await manager(open_memory, model)
+    await mgr.open("s1")
+    await mgr.append("s1", TALK)
+    assert (await mgr.flush("s1"))["outcome"] == "rejected"
+    assert (await mgr.flush("s1"))["outcome"] == "written"  # not "nothing_to_store"
+    assert model.calls == 2

@@ -446,7 +446,8 @@ class SessionManager:
                 last_outcome=outcome,
                 last_trigger=trigger,
                 compaction_count=s.flush.compaction_count,
-                flushed_through=count,
+                # a rejected answer is no successful flush: the next one asks again
+                flushed_through=s.flush.flushed_through if outcome == "rejected" else count,
             )
             await self._record(s, done)
             s.last_seen = self.clock()
