@@ -171,7 +171,9 @@ def test_search_json_parses(live: LiveDaemon, capsys: pytest.CaptureFixture[str]
     assert code == 0
     result = json.loads(out)
     assert result["mode"] in {"fts_only", "hybrid"}
-    assert [hit["snippet"] for hit in result["results"]] == ["## Capybaras enjoy warm baths"]
+    # One result: the note (a one-line note shares its chunk with the notes around it).
+    assert len(result["results"]) == 1
+    assert "## Capybaras enjoy warm baths" in result["results"][0]["snippet"]
     assert result["results"][0]["source"] == "workspace"
 
 

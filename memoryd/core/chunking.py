@@ -1,9 +1,14 @@
 """The markdown chunker, stable chunk ids and chunk times (SPEC §3). Pure.
 
 :func:`chunk_markdown` splits a file into sections at ATX headings (keeping the heading path
-``Parent > Child`` as context) and cuts any section longer than ``max_chars`` into
-overlapping pieces: at blank lines first, then at line ends, and a single line longer than
-the limit at the limit itself.
+``Parent > Child`` as context), merges a section with less than ``min_chars`` of content into
+the next one of the file (so no chunk is only a title or a date line), and cuts any section
+longer than ``max_chars`` into overlapping pieces: at blank lines first, then at line ends,
+and a single line longer than the limit at the limit itself.
+
+:func:`indexed_text` is what the index makes of a chunk's text — for FTS and for the
+embedding model alike: the text without its HTML comments (a dream footer, a commented-out
+line, a flush mark never match a query).
 
 Guarantees, for any input text:
 
@@ -13,7 +18,10 @@ Guarantees, for any input text:
   the limit is emitted as several pieces, each carrying that line's number);
 - a chunk that is not a piece of a split line is exactly the source lines it claims, joined
   with ``'\\n'``; it starts and ends with a non-blank line;
-- no chunk is only whitespace; a section that is only a heading line is a chunk;
+- no chunk is only whitespace; a file that is only a heading line is one chunk;
+- with ``min_chars > 0``, only the chunks of a file with less content than that in all, and
+  pieces of a section longer than ``max_chars``, have less than ``min_chars`` of content
+  (characters of :func:`indexed_text`, stripped);
 - the result depends on nothing but the arguments.
 
 Lines are separated by ``'\\n'`` only (as editors number them); a ``'\\r'`` before it stays
@@ -34,18 +42,28 @@ from typing import NamedTuple
 
 import blake3
 
-from memoryd.core.markdown import Heading, marked_lines, sections
+from memoryd.core.markdown import Heading, marked_lines, sections, strip_comments
+from memoryd.core.templates import is_scaffold
 
 __all__ = [
+    "CHUNKER_VERSION",
+    "MIN_CHUNK_CHARS",
     "Chunk",
     "chunk_ids",
     "chunk_markdown",
     "chunk_time_for_session",
+    "chunker_signature",
     "flush_marks",
+    "indexed_text",
     "session_chunk_times",
 ]
 
 HEADING_SEPARATOR = " > "
+MIN_CHUNK_CHARS = 200
+CHUNKER_VERSION = 2
+SCAFFOLD_MAX_LINES = 5  # a scaffold section is never longer (see _merge_small)
+"""Bumped whenever the same text and settings would give other chunks or indexed text: an
+index built by another version is re-chunked (see :func:`chunker_signature`)."""
 
 _FLUSH_MARK = re.compile(r"\s*<!--\s*flush\s+(\S+)(?:\s+trigger=\S*)?\s*-->\s*")
 _COMMENT_OPEN = re.compile("<!--")
@@ -73,13 +91,18 @@ class _Section(NamedTuple):
     stop: int  # 0-based, exclusive
 
 
-def chunk_markdown(text: str, max_chars: int = 1600, overlap_chars: int = 320) -> list[Chunk]:
+def chunk_markdown(
+    text: str, max_chars: int = 1600, overlap_chars: int = 320, min_chars: int = 0
+) -> list[Chunk]:
     """Split markdown ``text`` into chunks of at most ``max_chars`` characters.
 
     ``overlap_chars`` is how much consecutive pieces of one long section share (whole lines
     when splitting at lines; characters when splitting a huge line). It is capped at
-    ``max_chars // 2`` so every chunk makes progress. Raises ``ValueError`` if
-    ``max_chars < 1`` or ``overlap_chars < 0`` (a caller bug: config validation rejects it).
+    ``max_chars // 2`` so every chunk makes progress. A section with less than
+    ``min_chars`` of content is merged with the sections after it until they have that much
+    (the last ones of a file with the group before them); 0 merges nothing. Raises
+    ``ValueError`` if ``max_chars < 1`` or ``overlap_chars < 0`` (a caller bug: config
+    validation rejects it).
     """
     if max_chars < 1:
         raise ValueError(f"max_chars must be >= 1, got {max_chars}")
@@ -87,7 +110,7 @@ def chunk_markdown(text: str, max_chars: int = 1600, overlap_chars: int = 320) -
         raise ValueError(f"overlap_chars must be >= 0, got {overlap_chars}")
     overlap = min(overlap_chars, max_chars // 2)
     lines = text.split("\n")
-    chunks: list[Chunk] = []
+    filled: list[_Section] = []
     for section in _sections(lines, marked_lines(text)):
         first, stop = section.first, section.stop
         while first < stop and _blank(lines[first]):
@@ -95,8 +118,26 @@ def chunk_markdown(text: str, max_chars: int = 1600, overlap_chars: int = 320) -
         while stop > first and _blank(lines[stop - 1]):
             stop -= 1
         if first < stop:
-            chunks.extend(_split_section(lines, first, stop, section.heading, max_chars, overlap))
+            filled.append(_Section(section.heading, first, stop))
+    if min_chars > 0 and len(filled) > 1:
+        filled = _merge_small(lines, filled, min_chars, max_chars)
+    chunks: list[Chunk] = []
+    for section in filled:
+        chunks.extend(
+            _split_section(lines, section.first, section.stop, section.heading, max_chars, overlap)
+        )
     return chunks
+
+
+def indexed_text(text: str) -> str:
+    """The text the index makes searchable for a chunk: ``text`` without HTML comments
+    (each replaced by a space). Text with no comment is returned as is."""
+    return strip_comments(text, " ") if "<!--" in text else text
+
+
+def chunker_signature(max_chars: int, overlap_chars: int, min_chars: int) -> str:
+    """What an index records of how its chunks were made: a different one means re-chunk."""
+    return f"v{CHUNKER_VERSION} max={max_chars} overlap={overlap_chars} min={min_chars}"
 
 
 def chunk_ids(path: str, chunks: Sequence[Chunk]) -> list[str]:
@@ -222,6 +263,85 @@ def _sections(lines: Sequence[str], marked: Sequence[int]) -> list[_Section]:
             heading = HEADING_SEPARATOR.join(p.title for p in path if p.title)
         out.append(_Section(heading, section.first, section.stop))
     return out
+
+
+def _content_size(lines: Sequence[str], first: int, stop: int) -> int:
+    """Characters of content in lines ``first..stop-1``: comments and outer blanks left out."""
+    return len(indexed_text("\n".join(lines[first:stop])).strip())
+
+
+def _merge_small(
+    lines: Sequence[str], filled: Sequence[_Section], min_chars: int, max_chars: int
+) -> list[_Section]:
+    """Merge each section with less than ``min_chars`` of content into the next one.
+
+    A group is a run of small sections and the first section after them that has
+    ``min_chars`` of content on its own; small sections at the end of the file join the
+    group before them (or, in a file with no such section, make one group). Whether a
+    section ends a group depends on that section alone, so an edit changes at most the group
+    it is in (and an insert at the top, the first group): the chunks after it keep their text
+    and ids. A long run of small sections makes one long group, cut into pieces like any
+    long section. A group's heading is its first section's, or its last section's when that
+    one is nested under the first (a title line followed by its first subsection) or the
+    group is long enough to be cut into pieces (most of which are the last section's).
+    """
+    out: list[_Section] = []
+    mergeable: list[bool] = []  # per group of out: may a small tail join it?
+    group: list[_Section] = []  # the small sections waiting for a large one
+    comments = any("<!--" in lines[i] for s in filled for i in range(s.first, s.stop))
+    for section in filled:
+        # A scaffold is a title and one ">" line, blanks between (SPEC §2).
+        if section.stop - section.first <= SCAFFOLD_MAX_LINES and is_scaffold(
+            "\n".join(lines[section.first : section.stop])
+        ):
+            # A scaffold template stays alone: search never returns it (SPEC §2), so no
+            # note may be merged into it (nor it into a note).
+            if group:
+                out.append(_group(lines, group, max_chars))
+                mergeable.append(True)
+                group = []
+            out.append(section)
+            mergeable.append(False)
+            continue
+        group.append(section)
+        if _section_content(lines, section, comments) >= min_chars:
+            out.append(_group(lines, group, max_chars))
+            mergeable.append(True)
+            group = []
+    if group:
+        if out and mergeable[-1]:
+            last = out.pop()
+            out.append(_Section(last.heading, last.first, group[-1].stop))
+        else:
+            out.append(_group(lines, group, max_chars))
+    return out
+
+
+def _section_content(lines: Sequence[str], section: _Section, comments: bool) -> int:
+    """:func:`_content_size` of a section (which starts and ends with a non-blank line);
+    without comments in the file, counted without joining its lines."""
+    if comments:
+        return _content_size(lines, section.first, section.stop)
+    first, last = lines[section.first], lines[section.stop - 1]
+    size = sum(len(lines[i]) for i in range(section.first, section.stop))
+    size += section.stop - section.first - 1  # the newlines between
+    if section.stop - section.first == 1:
+        return len(first.strip())
+    return size - (len(first) - len(first.lstrip())) - (len(last) - len(last.rstrip()))
+
+
+def _group(lines: Sequence[str], group: Sequence[_Section], max_chars: int) -> _Section:
+    first, last = group[0], group[-1]
+    return _Section(_group_heading(lines, first, last, max_chars), first.first, last.stop)
+
+
+def _group_heading(lines: Sequence[str], first: _Section, last: _Section, max_chars: int) -> str:
+    if first is last:
+        return first.heading
+    nested = not first.heading or last.heading.startswith(first.heading + HEADING_SEPARATOR)
+    if nested or _content_size(lines, first.first, last.stop) > max_chars:
+        return last.heading
+    return first.heading
 
 
 def _make(start: int, end: int, heading: str, text: str) -> Chunk:

@@ -21,6 +21,7 @@ from dataclasses import MISSING, Field, dataclass, field, fields, is_dataclass
 from types import MappingProxyType
 from typing import Any, Literal
 
+from memoryd.core.chunking import MIN_CHUNK_CHARS
 from memoryd.core.secrets import Scrubber, check_patterns, scrubber
 from memoryd.errors import ConfigError
 
@@ -138,6 +139,7 @@ class IndexConfig:
 
     max_chunk_chars: int = _int(1600, low=1)
     chunk_overlap_chars: int = _int(320)
+    min_chunk_chars: int = _int(MIN_CHUNK_CHARS)
     reconcile_secs: float = _num(300.0, above=True)
     watch_debounce_ms: int = _int(50)
     vectors_in_memory: str = _text("auto", choices=VECTORS_IN_MEMORY)

@@ -167,9 +167,10 @@ def sections(lines: Sequence[str], marked: Iterable[int] | None = None) -> list[
     return out
 
 
-def strip_comments(text: str) -> str:
-    """``text`` without its HTML comments (an unclosed one runs to the end)."""
-    return _HTML_COMMENT.sub("", text)
+def strip_comments(text: str, replacement: str = "") -> str:
+    """``text`` with its HTML comments (an unclosed one runs to the end) replaced by
+    ``replacement`` (removed by default; a space keeps the words around one apart)."""
+    return _HTML_COMMENT.sub(replacement, text)
 
 
 def unwrap_fence(text: str, infos: Collection[str] | None = None) -> str | None:

@@ -192,17 +192,17 @@ def keyword_score(bm25: float, corpus_rows: int) -> float:
 
     A small index (fewer than :data:`SMALL_INDEX_ROWS` rows) is the exception: there a term in
     half the chunks has an IDF of 0 however specific it is (in a memory of two notes, every
-    word of one of them), so any match scores at least ``0.5 + 0.49·(1 − exp(bm25))`` — a new
-    memory answers from its first note on.
+    word of one of them), so any match scores ``0.5 + 0.49 × the score above`` — a new
+    memory answers from its first note on, the better match first.
     """
     if math.isnan(bm25) or bm25 >= 0.0:
         return 0.0
     rows = corpus_rows if corpus_rows > 0 else REFERENCE_ROWS
     idf_one = max(math.log((rows - 0.5) / 1.5), 1.0)
-    score = 1.0 - math.exp(bm25 / idf_one)
+    strength = 1.0 - math.exp(bm25 / idf_one)
     if rows < SMALL_INDEX_ROWS:
-        score = max(score, SMALL_INDEX_SCORE + 0.49 * (1.0 - math.exp(bm25)))
-    return _clamp01(score)
+        return _clamp01(SMALL_INDEX_SCORE + 0.49 * strength)
+    return _clamp01(strength)
 
 
 def cosine_from_l2(distance: float) -> float:

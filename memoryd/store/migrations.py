@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from memoryd.core.chunking import indexed_text
 from memoryd.core.keywords import fts_text
 from memoryd.store.connection import Connection
 
@@ -71,7 +72,7 @@ def _recreate_fts(conn: Connection, options: str) -> None:
     rows = conn.execute("SELECT seq, text, source FROM chunks").fetchall()
     conn.executemany(
         "INSERT INTO chunks_fts (rowid, body, source) VALUES (?, ?, ?)",
-        [(seq, fts_text(text), source) for seq, text, source in rows],
+        [(seq, fts_text(indexed_text(text)), source) for seq, text, source in rows],
     )
 
 
@@ -85,14 +86,17 @@ def _v3_fts_source_column(conn: Connection) -> None:
 CONTENTLESS_DELETE = (3, 43, 0)  # the first SQLite whose FTS5 has contentless_delete
 
 
+def _contentless(conn: Connection) -> bool:
+    version = str(conn.execute("SELECT sqlite_version()").fetchone()[0])
+    return tuple(int(part) for part in version.split(".")[:3]) >= CONTENTLESS_DELETE
+
+
 def _v4_contentless_fts(conn: Connection) -> None:
     # The FTS table keeps no copy of the chunk texts (chunks.text has them; memoryd only ever
     # reads rowids and bm25 from it): a third less to write when indexing, a smaller file.
     # contentless_delete keeps rows deletable by rowid. An older SQLite keeps the v3 table.
-    version = str(conn.execute("SELECT sqlite_version()").fetchone()[0])
-    if tuple(int(part) for part in version.split(".")[:3]) < CONTENTLESS_DELETE:
-        return
-    _recreate_fts(conn, "content = '', contentless_delete = 1, ")
+    if _contentless(conn):
+        _recreate_fts(conn, "content = '', contentless_delete = 1, ")
 
 
 def _v5_drop_source_index(conn: Connection) -> None:
@@ -101,12 +105,27 @@ def _v5_drop_source_index(conn: Connection) -> None:
     conn.execute("DROP INDEX IF EXISTS chunks_by_source")
 
 
+def _v6_chunker_v2(conn: Connection) -> None:
+    # Chunker v2 (#19): HTML comments are no longer indexed, and small sections merge with the
+    # next. The FTS bodies are rebuilt without comments now; every file is marked changed
+    # (no hash, no mtime) so the next reconcile re-chunks it (unchanged chunks keep their
+    # ids and vectors). The index records the chunker it was built with from here on.
+    _recreate_fts(conn, "content = '', contentless_delete = 1, " if _contentless(conn) else "")
+    mark_for_rechunk(conn)
+
+
+def mark_for_rechunk(conn: Connection) -> None:
+    """Make every file look changed, so the next reconcile and sync re-chunk it."""
+    conn.execute("UPDATE files SET hash = '', mtime = -1")
+
+
 MIGRATIONS: tuple[Callable[[Connection], None], ...] = (
     _v1_initial,
     _v2_vector_state,
     _v3_fts_source_column,
     _v4_contentless_fts,
     _v5_drop_source_index,
+    _v6_chunker_v2,
 )
 LATEST = len(MIGRATIONS)
 

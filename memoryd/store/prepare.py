@@ -23,6 +23,7 @@ from memoryd.core.chunking import (
     chunk_ids,
     chunk_markdown,
     flush_marks,
+    indexed_text,
     session_chunk_times,
 )
 from memoryd.core.keywords import fts_text
@@ -56,7 +57,7 @@ class Prepared:
     ids: tuple[str, ...] = ()
     times: tuple[float | None, ...] = ()
     bodies: tuple[str, ...] = ()
-    """The FTS5 text of each chunk (:func:`fts_text`)."""
+    """The FTS5 text of each chunk (:func:`fts_text` of its :func:`indexed_text`)."""
     warnings: tuple[str, ...] = ()
     """Why this file is not indexed (whole): not a regular file, over the size limit, not
     valid UTF-8. The index logs each once and lists them in its stats (``status``)."""
@@ -79,20 +80,20 @@ class Prepared:
             bodies=self.bodies[:count],
         )
 
-    def chunked(self, max_chars: int, overlap_chars: int) -> Prepared:
+    def chunked(self, max_chars: int, overlap_chars: int, min_chars: int = 0) -> Prepared:
         """This file with its chunks, ids, times and FTS bodies (as is when it has them)."""
         if self.chunks is not None or self.missing or self.error is not None:
             return self
         text, warning = decode_text(self.data)
         if warning is not None:
             self = replace(self, warnings=(*self.warnings, warning))
-        chunks = chunk_markdown(text, max_chars, overlap_chars)
+        chunks = chunk_markdown(text, max_chars, overlap_chars, min_chars)
         return replace(
             self,
             chunks=tuple(chunks),
             ids=tuple(chunk_ids(self.rel, chunks)),
             times=tuple(chunk_times(self.rel, text, chunks, self.mtime)),
-            bodies=tuple(fts_text(chunk.text) for chunk in chunks),
+            bodies=tuple(fts_text(indexed_text(chunk.text)) for chunk in chunks),
         )
 
 
@@ -122,6 +123,7 @@ def prepare_file(
     real_dirs: dict[Path, str] | None = None,
     *,
     max_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    min_chars: int = 0,
 ) -> Prepared:
     """Read ``path`` (``rel`` to the memory root) and chunk it unless its hash is
     ``known_hash``. Never raises :class:`OSError`: a failure is in :attr:`Prepared.error`.
@@ -165,7 +167,7 @@ def prepare_file(
     )
     if digest == known_hash:
         return out
-    return out.chunked(max_chars, overlap_chars)
+    return out.chunked(max_chars, overlap_chars, min_chars)
 
 
 def chunk_times(rel: str, text: str, chunks: Sequence[Chunk], mtime: float) -> list[float | None]:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import blake3
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from memoryd.core.chunking import (
@@ -16,7 +16,9 @@ from memoryd.core.chunking import (
     chunk_markdown,
     chunk_time_for_session,
     flush_marks,
+    indexed_text,
 )
+from memoryd.core.templates import is_scaffold, workspace_template
 
 FENCE = "`" * 3
 
@@ -344,3 +346,99 @@ def test_a_chunk_before_every_mark_takes_the_first_mark_inside_it_else_the_file_
     before = Chunk(1, 2, "", "x", "h")
     assert chunk_time_for_session(before, marks, DAY) == DAY
     assert chunk_time_for_session(before, [], None) is None
+
+
+# --- small-section merging and indexed text (issue #19) -----------------------------------
+
+_note = st.builds(
+    lambda level, title, body: "#" * level + " " + title + ("\n\n" + body if body else ""),
+    st.integers(1, 3),
+    st.sampled_from(["Session", "Fix", "数据库", "Use pnpm", "2026-05-01"]),
+    st.sampled_from(
+        ["", "short note", "x" * 90, "a longer paragraph " * 12, "<!-- only a comment -->"]
+    ),
+)
+notes_text = st.lists(_note, min_size=0, max_size=14).map("\n\n".join)
+NO_SPLIT = 10**6  # no section is cut into pieces: merging alone decides the chunks
+
+
+def content(text: str) -> int:
+    return len(indexed_text(text).strip())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(notes_text, markdownish), st.integers(0, 400))
+def test_merging_covers_every_non_blank_line_exactly_once(text: str, min_chars: int) -> None:
+    chunks = chunk_markdown(text, NO_SPLIT, 0, min_chars)
+    lines = lines_of(text)
+    seen: list[int] = []
+    for chunk in chunks:
+        assert chunk.text == source_text(text, chunk)
+        seen.extend(range(chunk.start_line, chunk.end_line + 1))
+    assert len(seen) == len(set(seen))  # no line in two chunks
+    non_blank = {i + 1 for i, line in enumerate(lines) if line.strip()}
+    assert non_blank <= set(seen)
+
+
+@settings(max_examples=300, deadline=None)
+@given(notes_text, st.integers(1, 400))
+def test_no_chunk_is_smaller_than_min_chars_unless_its_file_is(text: str, min_chars: int) -> None:
+    chunks = chunk_markdown(text, NO_SPLIT, 0, min_chars)
+    small = [c for c in chunks if content(c.text) < min_chars and not is_scaffold(c.text)]
+    if small:
+        assert len(chunks) == 1 and content(text) < min_chars
+
+
+@settings(max_examples=300, deadline=None)
+@given(notes_text, _note.map(lambda note: "###" + note.lstrip("#")), st.integers(0, 400))
+def test_merged_chunk_ids_are_stable_under_an_insert_at_the_top(
+    text: str, inserted: str, min_chars: int
+) -> None:
+    # A level-3 note: one at a higher level would become the parent of every heading below
+    # it and change their heading paths, merging or not.
+    before = chunk_markdown(text, NO_SPLIT, 0, min_chars)
+    # Identical twins are numbered from the top (their ids are stable only among themselves).
+    assume(len({(c.heading, c.hash) for c in before}) == len(before))
+    new_text = inserted + " unique-inserted-marker\n\n" + text
+    after = chunk_markdown(new_text, NO_SPLIT, 0, min_chars)
+    old_ids = chunk_ids("MEMORY.md", before)
+    new_ids = set(chunk_ids("MEMORY.md", after))
+    # Only the first chunk of the old text may change (the insert can join its group).
+    assert set(old_ids[1:]) <= new_ids
+
+
+def test_a_title_and_date_line_join_the_first_note_under_its_heading() -> None:
+    text = "# Session 12\n\n2026-05-01, Ana and Bo\n\n## Redis eviction\n\n" + "allkeys-lru. " * 20
+    (chunk,) = chunk_markdown(text, 1600, 320, 200)
+    assert chunk.heading == "Session 12 > Redis eviction"
+    assert chunk.start_line == 1
+    assert chunk.text == text.rstrip("\n")
+
+
+def test_small_sibling_notes_merge_under_the_first_heading_and_a_lone_heading_stays() -> None:
+    text = "## Use pnpm\n\n## Backups\n\nnightly at 02:00\n\n## Ports\n\n" + "port 5173. " * 25
+    chunks = chunk_markdown(text, 1600, 320, 200)
+    assert [c.heading for c in chunks] == ["Use pnpm"]
+    assert [c.start_line for c in chunks] == [1]
+    assert chunk_markdown("## Use pnpm\n", 1600, 320, 200)[0].text == "## Use pnpm"
+    assert len(chunk_markdown(text, 1600, 320, 0)) == 3  # 0: one chunk a section
+
+
+def test_a_small_last_section_joins_the_group_before_it() -> None:
+    text = "## Long\n\n" + "words " * 60 + "\n\n## Tail\n\nok\n"
+    (chunk,) = chunk_markdown(text, 1600, 320, 200)
+    assert chunk.heading == "Long"
+    assert chunk.end_line == len(text.rstrip("\n").split("\n"))
+
+
+def test_a_scaffold_is_never_merged_with_a_note() -> None:
+    text = workspace_template("shop") + "\n## Prefer tabs\n"
+    chunks = chunk_markdown(text, 1600, 320, 200)
+    assert [c.text for c in chunks] == [workspace_template("shop").rstrip("\n"), "## Prefer tabs"]
+
+
+def test_indexed_text_leaves_html_comments_out() -> None:
+    assert indexed_text("keep <!-- secret word -->this") == "keep  this"
+    assert indexed_text("a\n<!-- dream 2026-01-01\nconsumed: x.md -->\n") == "a\n \n"
+    assert indexed_text("<!-- unclosed\nrest") == " "
+    assert indexed_text("no comment") == "no comment"

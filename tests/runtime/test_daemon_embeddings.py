@@ -215,6 +215,18 @@ def no_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name.lower(), raising=False)
 
 
+# These tests count and match the vectors of single one-line notes; with the default
+# index.min_chunk_chars a file of such notes is one merged chunk (merging is tested in
+# tests/core/test_chunking.py and tests/runtime/test_memory_search.py).
+ONE_CHUNK_A_NOTE = {"MEMORYD_INDEX_MIN_CHUNK_CHARS": "0"}
+
+
+@pytest.fixture(autouse=True)
+def one_chunk_a_note(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in ONE_CHUNK_A_NOTE.items():
+        monkeypatch.setenv(name, value)
+
+
 @pytest.fixture
 def server() -> Iterator[EmbeddingServer]:
     running = EmbeddingServer()
@@ -351,7 +363,7 @@ def guarded_daemon(
     guard.mkdir()
     (guard / "sitecustomize.py").write_text(GUARD, encoding="utf-8")
     path = os.pathsep.join(p for p in (str(guard), os.environ.get("PYTHONPATH", "")) if p)
-    env = {"PYTHONPATH": path}
+    env = {"PYTHONPATH": path, **ONE_CHUNK_A_NOTE}
     if hide_local:
         env["NETGUARD_HIDE_LOCAL"] = "1"
     args: tuple[str, ...] = ("-m", "memoryd", "serve", "--foreground")
@@ -577,7 +589,7 @@ def test_a_model_change_rebuilds_newest_first_in_batches_and_resumes_after_sigki
     total = 24
 
     write_config(home, openai_config(server, model="alpha"))
-    first = processes(embeddings=None).start()
+    first = processes(embeddings=None, env=ONE_CHUNK_A_NOTE).start()
     wait_for_vectors(first, ws)
     first.send(signal.SIGTERM)
     first.wait(15)
@@ -589,7 +601,7 @@ def test_a_model_change_rebuilds_newest_first_in_batches_and_resumes_after_sigki
     server.allow(2)  # two batches of 4 go through, then the endpoint holds the third
     query = "topic3 part 1"
     server.free.add(query)
-    second = processes(embeddings=None).start()
+    second = processes(embeddings=None, env=ONE_CHUNK_A_NOTE).start()
     s = second.call("index.stats", workspace=str(ws))
     assert s["embedding_model"] == "openai/beta@8"
     deadline = time.monotonic() + 20
@@ -623,7 +635,7 @@ def test_a_model_change_rebuilds_newest_first_in_batches_and_resumes_after_sigki
     shutil.rmtree(root / ".cache")
 
     server.release()
-    third = processes(embeddings=None).start()
+    third = processes(embeddings=None, env=ONE_CHUNK_A_NOTE).start()
     wait_for_vectors(third, ws)
     beta_after = server.texts("beta")[len(beta_before) :]
     assert not set(beta_after) & done  # no finished chunk embedded again

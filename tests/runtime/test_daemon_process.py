@@ -96,7 +96,7 @@ def test_sighup_reloads_the_configuration_without_a_restart(
     home: Path, processes: Processes
 ) -> None:
     ws = project(home, "app")
-    write_config(home, "[search]\nmin_score = 0.99\n")
+    write_config(home, "[search]\nmin_score = 0.7\n")
     daemon = processes().start()
     remembered = daemon.call(
         "memory.remember", workspace=str(ws), text="alpha beta alpha beta alpha beta"
@@ -108,7 +108,7 @@ def test_sighup_reloads_the_configuration_without_a_restart(
         return len(search(daemon, ws, "alpha beta"))
 
     wait_for(lambda: found() >= 1)
-    assert found() == 1  # the weak hit is below min_score 0.99
+    assert found() == 1  # the weak hit is below min_score 0.7
 
     write_config(home, "[search]\nmin_score = 0.0\n")
     daemon.send(signal.SIGHUP)

@@ -165,7 +165,8 @@ async def test_idle_actors_stop_and_come_back_with_their_data(home: Path) -> Non
         assert actor is not None and actor["state"] == "running" and actor["failures"] == 0
         await wait_until(stopped)  # and it goes idle again
         await remember(d, a, "a write also brings it back")
-        assert len(await hits(d, a, "remembered OR write")) == 2
+        found = "\n".join(await hits(d, a, "remembered OR write"))  # one chunk or two
+        assert "remembered before" in found and "a write also" in found
 
 
 async def test_an_actor_with_a_request_in_flight_is_not_stopped_as_idle(

@@ -12,6 +12,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from memoryd.core.config import Config
+from memoryd.core.dreaming import with_footer
 from memoryd.providers.embeddings import HashProvider
 from memoryd.store.connection import connect
 from tests.runtime.conftest import Env, MemoryFactory, TableProvider, with_index, with_search
@@ -200,7 +201,7 @@ async def test_only_returned_results_bump_access_count(
     env: Env, open_memory: MemoryFactory
 ) -> None:
     env.workspace.memory_file.write_text("# M\n\n## Alpha\n\nalpha note\n\n## Beta\n\nbeta note\n")
-    mem = await open_memory()
+    mem = await open_memory(config=with_index(Config(), min_chunk_chars=0))  # a chunk a section
     await mem.search("alpha")
     await mem.search("alpha", count_access=False)
     await mem.stats()  # any later phase records the accesses of earlier searches
@@ -255,7 +256,7 @@ async def test_chinese_japanese_korean_and_stemming(env: Env, open_memory: Memor
         "## 한국어\n\n서울 팀은 배포를 금요일에 하지 않습니다.\n\n"
         "## Runner\n\nThe CI runs nightly.\n"
     )
-    mem = await open_memory()
+    mem = await open_memory(config=with_index(Config(), min_chunk_chars=0))  # a chunk a section
     cases = {
         "连接": "M > 数据库",
         "開発": "M > 日本語",
@@ -430,3 +431,47 @@ async def test_get_pages_inside_a_line_longer_than_a_reply(
         page = await mem.get(rel, cursor[0], None, cursor[1])
     assert "".join(pages) == text
     assert len(pages) == 5  # 256K + 256K + 17 chars and line 2, then line 3 in two
+
+
+async def test_a_word_only_inside_an_html_comment_is_never_found(
+    env: Env, open_memory: MemoryFactory
+) -> None:
+    # Issue #19: comments are not indexed text, for FTS or vectors; a dream footer (which
+    # names the session logs it consumed) never matches either.
+    body = "# M\n\n## Deploy\n\nShip on Tuesdays. <!-- zanzibar was the old host -->\n"
+    consumed = ["sessions/2026-05-01-quokka-abcd1234.md"]
+    env.workspace.memory_file.write_text(
+        with_footer(body, consumed, datetime(2026, 5, 2, tzinfo=UTC))
+    )
+    assert "quokka" in env.workspace.memory_file.read_text()
+    for provider in (None, HashProvider(64)):
+        mem = await open_memory(provider)
+        await mem.sync()
+        await mem.embed_all()
+        for query in ("zanzibar", "quokka", "zanzibar old host"):
+            res = await mem.search(query)
+            assert res.results == [], (provider, query, res.results)
+        found = await mem.search("tuesdays")
+        assert [h.heading for h in found.results] == ["M > Deploy"]
+        assert "zanzibar" in found.results[0].snippet  # the text shown is the file's
+        await mem.close()
+
+
+async def test_no_chunk_returned_is_shorter_than_min_chunk_chars_unless_its_file_is(
+    env: Env, open_memory: MemoryFactory
+) -> None:
+    env.session(
+        f"{today(3)}-log-eeeeeeee.md",
+        "# Session 4\n\n2026-05-01 with Ana and Bo\n\n## Cache\n\n"
+        + "The cache layer uses Redis with allkeys-lru eviction. " * 5
+        + "\n\n## Tail\n\nana\n",
+    )
+    env.session(f"{today(2)}-tiny-ffffffff.md", "## Ana\n\nhi ana\n")
+    mem = await open_memory()
+    res = await mem.search("ana", min_score=0)
+    assert len(res.results) == 2
+    for hit in res.results:
+        if hit.path.endswith("tiny-ffffffff.md"):
+            continue  # the whole file is shorter than that
+        assert len(hit.snippet) >= Config().index.min_chunk_chars
+        assert hit.heading == "Session 4 > Cache"

@@ -12,7 +12,7 @@ from memoryd.providers.embeddings import HashProvider
 from memoryd.store import index as index_module
 from memoryd.store import migrations
 from memoryd.store.connection import DatabaseError, connect
-from memoryd.store.index import Index
+from memoryd.store.index import ChunkSettings, Index
 from memoryd.store.layout import Workspace, ensure_workspace_dirs, resolve_workspace
 
 
@@ -500,3 +500,85 @@ def test_a_big_file_written_as_growing_prefixes_ends_as_one_write(
     fresh.rebuild("compare")
     assert sorted(fresh.conn.execute("SELECT id, start_line, end_line FROM chunks")) == phased
     fresh.close()
+
+
+SMALL_NOTES = (
+    "# Session 3\n\n2026-05-01 with Ana\n\n## Cache\n\n"
+    + "Redis runs with allkeys-lru so checkout never freezes. " * 5
+    + "\n\n## Keys\n\nvalkey later <!-- zanzibar -->\n"
+)
+
+
+def test_other_chunk_settings_or_chunker_re_chunk_every_file_keeping_unchanged_chunks(
+    ws: tuple[Path, Workspace],
+) -> None:
+    # Issue #19: an index made one chunk a section (min_chars 0, as before chunker v2);
+    # opened with min_chars 200 every file is re-chunked at the next reconcile and sync.
+    root, workspace = ws
+    path = workspace.memory_file
+    path.write_text(SMALL_NOTES)
+    (workspace.dir / "sessions" / "2026-05-01-x-abcdef12.md").write_text("## One\n\n" + "y " * 150)
+    old = Index(workspace.index_path, root=root, workspace_dir=workspace.dir)
+    old.open()
+    old.sync_many(old.disk_files())
+    assert old.count_chunks() == 4
+    kept_id = old.conn.execute("SELECT id FROM chunks WHERE heading = 'One'").fetchone()[0]
+    old.close()
+
+    merged = Index(
+        workspace.index_path,
+        root=root,
+        workspace_dir=workspace.dir,
+        settings=ChunkSettings(min_chars=200),
+    )
+    merged.open()
+    dirty = merged.reconcile()
+    assert len(dirty) == 2  # both files, though neither changed on disk
+    merged.sync_paths(dirty)
+    headings = [r[0] for r in merged.conn.execute("SELECT heading FROM chunks ORDER BY path")]
+    assert sorted(headings) == ["One", "Session 3 > Cache"]
+    assert merged.conn.execute("SELECT id FROM chunks WHERE heading = 'One'").fetchone()[0] == (
+        kept_id
+    )
+    assert merged.reconcile() == []  # recorded: the next open does not re-chunk again
+    merged.close()
+    again = Index(
+        workspace.index_path,
+        root=root,
+        workspace_dir=workspace.dir,
+        settings=ChunkSettings(min_chars=200),
+    )
+    again.open()
+    assert again.reconcile() == []
+    assert again.fts('"zanzibar"', 5, None) == []  # comments are not indexed text
+    again.close()
+
+
+def test_the_chunker_v2_migration_drops_comments_from_fts_and_marks_files_changed(
+    ws: tuple[Path, Workspace],
+) -> None:
+    root, workspace = ws
+    conn, _ = connect(workspace.index_path)
+    for version in range(1, 6):  # an index of schema v5, with a comment in its FTS body
+        conn.execute("BEGIN")
+        migrations.MIGRATIONS[version - 1](conn)
+        conn.execute(f"PRAGMA user_version = {version}")
+        conn.execute("COMMIT")
+    conn.execute(
+        "INSERT INTO chunks (id, path, start_line, end_line, heading, text, hash, source, "
+        "chunk_time, created_at, updated_at, access_count) VALUES ('c1', 'w/MEMORY.md', 1, 1, "
+        "'G', 'kept <!-- zanzibar -->', 'h', 'workspace', 1, 1, 1, 0)"
+    )
+    seq = conn.execute("SELECT seq FROM chunks").fetchone()[0]
+    conn.execute(
+        "INSERT INTO chunks_fts (rowid, body, source) VALUES (?, ?, 'workspace')",
+        (seq, "kept <!-- zanzibar -->"),
+    )
+    conn.execute("INSERT INTO files VALUES ('w/MEMORY.md', 5.0, 10, 'abc', 5.0)")
+    conn.commit()
+    conn.close()
+    index = open_index(root, workspace)
+    assert index.fts('"zanzibar"', 5, None) == []
+    assert [s for s, _ in index.fts('"kept"', 5, None)] == [seq]
+    assert index.conn.execute("SELECT hash, mtime FROM files").fetchall() == [("", -1.0)]
+    index.close()

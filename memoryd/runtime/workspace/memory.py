@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 import anyio
 import structlog
 
+from memoryd.core.chunking import indexed_text
 from memoryd.core.config import SOURCES, Config
 from memoryd.core.keywords import build_match_query
 from memoryd.core.notes import format_note, page
@@ -83,7 +84,8 @@ class WorkspaceMemory:
             settings=ChunkSettings(
                 config.index.max_chunk_chars,
                 config.index.chunk_overlap_chars,
-                config.index.max_file_bytes,
+                max_file_bytes=config.index.max_file_bytes,
+                min_chars=config.index.min_chunk_chars,
             ),
             clock=clock,
             vectors_in_memory=mirror_wanted(config.index.vectors_in_memory),
@@ -498,7 +500,7 @@ class WorkspaceMemory:
             return 0
         state.begin_batch(self.clock())
         try:
-            vectors = await self._embed([p.text for p in pending])
+            vectors = await self._embed([embedding_input(p.text) for p in pending])
         except Exception as exc:
             state.failed(describe_error(exc), self.clock())
             raise
@@ -655,3 +657,11 @@ class WorkspaceMemory:
             "vectors_pending": pending,
             "took_ms": round((time.perf_counter() - started) * 1000, 3),
         }
+
+
+def embedding_input(text: str) -> str:
+    """What the model embeds for a chunk: its :func:`indexed_text` (no HTML comments), or the
+    text itself when nothing else is left (such a chunk is never returned, but a provider may
+    refuse an empty input)."""
+    indexed = indexed_text(text)
+    return indexed if indexed.strip() else text

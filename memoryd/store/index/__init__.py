@@ -27,9 +27,10 @@ from typing import Any, TypeVar
 
 import structlog
 
+from memoryd.core.chunking import chunker_signature
 from memoryd.errors import IndexCorrupt
 from memoryd.store import migrations
-from memoryd.store.connection import DatabaseError, connect, quick_check
+from memoryd.store.connection import Connection, DatabaseError, connect, quick_check
 from memoryd.store.index.guard import (
     change_reason,
     discard_files,
@@ -71,6 +72,7 @@ log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
 WAL_LIMIT_BYTES = 16 << 20  # the WAL file is cut back to this after a checkpoint
+CHUNKER_KEY = "chunker"  # meta: chunker_signature() of the settings the chunks were made with
 MAX_LISTED_WARNINGS = 50  # files with warnings that stats() lists (all are counted)
 
 
@@ -183,6 +185,7 @@ class Index(Writer, Reader):
             # A big sync's transaction grows the WAL far past its usual few MB; without a
             # limit the file would keep that size on disk after the checkpoint.
             conn.execute(f"PRAGMA journal_size_limit = {int(WAL_LIMIT_BYTES)}")
+            self._record_chunker(conn)
         except BaseException:
             conn.close()
             raise
@@ -190,6 +193,30 @@ class Index(Writer, Reader):
         # Vectors as recorded; the owner confirms or changes this with the provider it has.
         identity = self.embedding_identity() if caps.vec else None
         self.vec_model, self.vec_dims = identity if identity else (None, None)
+
+    def _record_chunker(self, conn: Connection) -> None:
+        """Record how chunks are made; when an index made otherwise (other chunk settings,
+        another chunker version) has files, mark them all for re-chunking (see
+        :func:`~memoryd.store.migrations.mark_for_rechunk`)."""
+        s = self.settings
+        signature = chunker_signature(s.max_chars, s.overlap_chars, s.min_chars)
+        row = conn.execute("SELECT value FROM meta WHERE key = ?", (CHUNKER_KEY,)).fetchone()
+        if row is not None and row[0] == signature:
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if row is not None:
+                migrations.mark_for_rechunk(conn)
+                log.info("index.rechunk", was=row[0], now=signature)
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) "
+                "DO UPDATE SET value = excluded.value",
+                (CHUNKER_KEY, signature),
+            )
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
 
     def close(self) -> None:
         self._file_id = None

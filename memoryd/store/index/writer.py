@@ -125,6 +125,7 @@ class Writer(Vectors):
                         overlap,
                         real_dirs,
                         max_bytes=self.settings.max_file_bytes,
+                        min_chars=self.settings.min_chars,
                     )
                 )
             return out
@@ -186,6 +187,7 @@ class Writer(Vectors):
             self.settings.max_chars,
             self.settings.overlap_chars,
             max_bytes=self.settings.max_file_bytes,
+            min_chars=self.settings.min_chars,
         )
         if item.error is not None:
             raise item.error
@@ -206,6 +208,7 @@ class Writer(Vectors):
             self.settings.max_chars,
             self.settings.overlap_chars,
             max_bytes=self.settings.max_file_bytes,
+            min_chars=self.settings.min_chars,
         )
 
     def write_prepared(self, item: Prepared, *, last: bool = True) -> SyncReport:
@@ -295,7 +298,9 @@ class Writer(Vectors):
                     (item.mtime, item.size, rel),
                 )
                 continue
-            item = item.chunked(self.settings.max_chars, self.settings.overlap_chars)
+            item = item.chunked(
+                self.settings.max_chars, self.settings.overlap_chars, self.settings.min_chars
+            )
             assert item.chunks is not None
             self._note(item)
             source = source_of(rel)
