@@ -11,8 +11,8 @@
    ``READY=1``);
 4. serve until :meth:`SocketServer.stop`. Per connection: on Linux the peer's uid is checked
    (``SO_PEERCRED``) and other users are disconnected unanswered. At most ``max_connections``
-   are served at once (they are all ours): one more takes the place of the connection whose
-   partial request line is the oldest (a client that sends half a line and waits is the
+   are served at once (they are all ours): one more takes the place of the longest-connected
+   client holding a partial request line (a client that sends half a line and waits is the
    cheapest way to hold a descriptor), and when no connection holds a partial line the new
    one gets a JSON-RPC error line (``too_many_connections``) and is closed — the listener
    never starves, whatever clients do. Then one JSON-RPC message per line; a partial line
@@ -113,7 +113,7 @@ class SocketServer:
         self.refused = 0
         """Connections refused because ``max_connections`` were open (since start)."""
         self.evicted = 0
-        """Connections closed to make room: they held the oldest partial line."""
+        """Connections closed to make room: each held a partial request line."""
         self.timed_out = 0
         """Connections closed because a partial line was older than ``request_timeout``."""
         self._max_in_flight = max_in_flight
@@ -122,7 +122,8 @@ class SocketServer:
         self._stopping = False
         self._stop_requested: anyio.Event | None = None
         self._drained: anyio.Event | None = None
-        self._connections: set[_Connection] = set()
+        # In the order they were accepted (see _make_room).
+        self._connections: dict[_Connection, None] = {}
         self._socket_id: tuple[int, int] | None = None
 
     @property
@@ -217,31 +218,32 @@ class SocketServer:
                 send_timeout=self._send_timeout,
                 request_timeout=self._request_timeout,
             )
-            self._connections.add(connection)
+            self._connections[connection] = None
             try:
                 await connection.run()
             except Exception:  # a bug here must not take the daemon down
                 log.exception("server.connection_failed")
             finally:
-                self._connections.discard(connection)
+                self._connections.pop(connection, None)
                 if connection.timed_out:
                     self.timed_out += 1
                 if self._stopping and not self._connections and self._drained is not None:
                     self._drained.set()
 
     def _make_room(self) -> bool:
-        """Close the connection holding the oldest partial line; False if none holds one."""
-        holders = [c for c in self._connections if c.partial_since is not None]
-        if not holders:
+        """Close the longest-connected client holding a partial line; False if none does."""
+        # The connection accepted first among those holding a partial line (connections are
+        # kept in accept order: most often the first one looked at).
+        oldest = next((c for c in self._connections if c.partial_since is not None), None)
+        if oldest is None:
             return False
-        oldest = min(holders, key=lambda c: c.partial_since or 0.0)
-        self._connections.discard(oldest)
+        self._connections.pop(oldest, None)
         oldest.evict()
         self.evicted += 1
         if self.evicted == 1 or self.evicted % 100 == 0:  # a flood must not flood the log
             log.warning(
                 "server.connection_evicted",
-                reason="max_connections reached; it held the oldest partial request line",
+                reason="max_connections reached; it held a partial request line",
                 max_connections=self._max_connections,
                 evicted=self.evicted,
             )
