@@ -93,3 +93,51 @@ def test_each_script_parses_in_its_shell(capsys: pytest.CaptureFixture[str], she
         [shell, "-n"], input=source, capture_output=True, text=True, timeout=30, check=False
     )
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.skipif(shutil.which("fish") is None, reason="needs fish")
+def test_fish_completes_commands_subcommands_and_choices(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    source = tmp_path / "memoryd.fish"
+    source.write_text(script(capsys, "fish"))
+
+    def offered(line: str) -> list[str]:
+        done = subprocess.run(
+            ["fish", "--no-config", "-c", f"source {source}; complete -C {line!r}"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+            cwd=tmp_path,
+        )
+        return [row.split("\t")[0] for row in done.stdout.splitlines()]
+
+    assert {"search", "doctor", "restart"} <= set(offered("memoryd "))
+    assert sorted(offered("memoryd config ")) == ["check", "show"]
+    assert sorted(offered("memoryd search --source ")) == ["global", "session", "workspace"]
+    assert "--timeout" in offered("memoryd doctor --")
+
+
+@pytest.mark.skipif(shutil.which("zsh") is None, reason="needs zsh")
+def test_zsh_loads_the_script_and_completes_as_bashcompinit_calls_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    source = tmp_path / "memoryd.zsh"
+    source.write_text(script(capsys, "zsh"))
+
+    def offered(*words: str) -> list[str]:
+        program = (
+            f"autoload -U compinit && compinit -u -d {tmp_path / 'zcomp'}; source {source}; "
+            # what bashcompinit's _bash_complete does before calling the function
+            "f() { emulate -L sh; setopt kshglob noshglob braceexpand; "
+            f"COMP_WORDS=({' '.join(repr(w) for w in words)}); COMP_CWORD={len(words) - 1}; "
+            '_memoryd; print -l -- "${COMPREPLY[@]}"; }; f'
+        )
+        done = subprocess.run(
+            ["zsh", "-f", "-c", program], capture_output=True, text=True, timeout=30, check=True
+        )
+        return [line for line in done.stdout.splitlines() if line]
+
+    assert offered("memoryd", "config", "") == ["show", "check"]
+    assert offered("memoryd", "search", "--source", "") == ["global", "workspace", "session"]

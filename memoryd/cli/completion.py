@@ -184,12 +184,10 @@ def fish(nodes: dict[str, Node]) -> str:
                 f"-l {flag[2:]}" if flag.startswith("--") else f"-s {flag[1:]}"
                 for flag in option.flags
             )
-            if option.takes_value:
-                parts.append("-r")
-                if option.choices:
-                    parts.append(f"-a {_fish_quote(' '.join(option.choices))}")
-                else:
-                    parts.append("-a '(__fish_complete_directories)'" if option.dirs else "-F")
+            if option.takes_value and option.choices:  # -x: a value, not a file
+                parts.append(f"-x -a {_fish_quote(' '.join(option.choices))}")
+            elif option.takes_value:
+                parts.append("-x -a '(__fish_complete_directories)'" if option.dirs else "-r -F")
             if option.help:
                 parts.append(f"-d {_fish_quote(option.help[:60])}")
             lines.append(" ".join(parts))
