@@ -14,8 +14,10 @@ Points (synchronous file work calls :func:`hit` in its worker thread; async code
 
 - ``dream.before_write`` — a dream saved the old ``MEMORY.md`` to ``.history/`` and is about to
   write the new one;
-- ``dream.cleanup`` — a dream wrote ``MEMORY.md``, journalled it and deleted the first
-  consumed session log; the others are still there;
+- ``dream.cleanup`` — a dream wrote ``MEMORY.md``, journalled it and archived the first
+  consumed session log; the others are still in ``sessions/``;
+- ``dream.undo`` — an undo journalled what it restores; ``MEMORY.md`` and the archived logs
+  are not restored yet;
 - ``session.after_summary`` — ``session.close`` appended the summary to the session's log
   and has not yet marked the journal closed.
 """

@@ -224,18 +224,29 @@ def _restore_logs(ws: Workspace, dream_id: str) -> list[str]:
     return back
 
 
-def undo_last(ws: Workspace, keep: int, now: float, *, force: bool = False) -> dict[str, Any]:
+def undo_last(
+    ws: Workspace,
+    keep: int,
+    now: float,
+    *,
+    force: bool = False,
+    after_journal: Callable[[], None] | None = None,
+) -> dict[str, Any]:
     """Undo the last (not yet undone) dream (SPEC §8.4): restore the ``MEMORY.md`` it
     replaced and move the logs it archived back into ``sessions/``.
 
     Refused with :class:`MemoryChanged` when ``MEMORY.md`` is no longer what that dream wrote
     (a note remembered since, an edit) unless ``force``. The current file is saved into
-    ``.history/`` first either way, so an undo loses nothing; the undo is journalled. Returns
-    ``{path, restored, removed, dream_time, saved_current, logs_restored, forced}``:
-    ``restored`` is the backup put back (None: the dream created ``MEMORY.md``, which is
-    ``removed``). Raises :class:`NotFound` when no dream can be undone.
+    ``.history/`` first either way, so an undo loses nothing. The undo is journalled
+    *before* the files change (what to restore, and the hash of the file it replaces), so an
+    undo killed half-way is completed by :func:`finish_interrupted_undo`; ``after_journal``
+    runs in between (a test seam). Returns ``{path, restored, removed, dream_time,
+    saved_current, logs_restored, forced}``: ``restored`` is the backup put back (None: the
+    dream created ``MEMORY.md``, which is ``removed``). Raises :class:`NotFound` when no dream
+    can be undone.
     """
     with commit_guard(ws.dir):
+        _finish_undo(ws)
         entry = last_undoable(read_journal(ws.history_dir))
         if entry is None:
             raise NotFound("no dream to undo: the dream journal has no undoable dream")
@@ -251,42 +262,68 @@ def undo_last(ws: Workspace, keep: int, now: float, *, force: bool = False) -> d
                 dream_time=entry.get("time"),
             )
         backup = entry.get("backup")
-        restored: bytes | None = None
-        if backup:
-            restored = read_bytes(ws.history_dir / backup)
-            if restored is None:
-                raise NotFound(f"the backup {backup} of that dream is no longer in .history/")
+        if backup and read_bytes(ws.history_dir / backup) is None:
+            raise NotFound(f"the backup {backup} of that dream is no longer in .history/")
         saved = save_backup(ws.history_dir, current, now)
-        if restored is None:
-            ws.memory_file.unlink(missing_ok=True)
-        else:
-            atomic_write_bytes(ws.memory_file, restored)
         dream_id = str(entry.get("id"))
-        logs = _restore_logs(ws, dream_id)
+        undo = {
+            "time": rfc3339(now),
+            "outcome": "undone",
+            "undoes": dream_id,
+            "restored": backup,
+            "saved_current": saved,
+            "replaced_hash": digest(current),
+            "inputs": list(entry.get("inputs") or []),
+            "logs_restored": archived_logs(ws.history_dir, dream_id),
+            "forced": bool(changed),
+            "pid": os.getpid(),
+        }
+        append_journal(ws.history_dir, undo)
+        if after_journal is not None:
+            after_journal()
+        logs = _redo_undo(ws, undo)
         prune_backups(ws.history_dir, keep)
-        append_journal(
-            ws.history_dir,
-            {
-                "time": rfc3339(now),
-                "outcome": "undone",
-                "undoes": entry.get("id"),
-                "restored": backup,
-                "saved_current": saved,
-                "inputs": list(entry.get("inputs") or []),
-                "logs_restored": logs,
-                "forced": bool(changed),
-                "pid": os.getpid(),
-            },
-        )
     return {
         "path": ws.memory_file.name,
         "restored": backup,
-        "removed": restored is None,
+        "removed": not backup,
         "dream_time": entry.get("time"),
         "saved_current": saved,
         "logs_restored": logs,
         "forced": bool(changed),
     }
+
+
+def _redo_undo(ws: Workspace, undo: dict[str, Any]) -> list[str]:
+    """Do (or finish) a journalled undo: ``MEMORY.md`` is put back unless it already moved
+    on from the file the undo replaced; the archived logs still in the archive come back."""
+    if digest(read_bytes(ws.memory_file)) == undo.get("replaced_hash"):
+        backup = undo.get("restored")
+        data = read_bytes(ws.history_dir / backup) if isinstance(backup, str) else None
+        if data is not None:
+            atomic_write_bytes(ws.memory_file, data)
+        elif not backup:
+            ws.memory_file.unlink(missing_ok=True)
+    return _restore_logs(ws, str(undo.get("undoes")))
+
+
+def _finish_undo(ws: Workspace) -> list[str]:
+    entries = [e for e in read_journal(ws.history_dir) if e.get("outcome") in ("written", "undone")]
+    last = entries[-1] if entries else None
+    if last is None or last.get("outcome") != "undone" or "replaced_hash" not in last:
+        return []
+    if not archived_logs(ws.history_dir, str(last.get("undoes"))) and digest(
+        read_bytes(ws.memory_file)
+    ) != last.get("replaced_hash"):
+        return []  # done (or MEMORY.md moved on since: never overwritten)
+    return _redo_undo(ws, last)
+
+
+def finish_interrupted_undo(ws: Workspace) -> list[str]:
+    """Complete the last journalled undo if it was killed half-way (``MEMORY.md`` still the
+    file it replaced, or logs still in the archive); the names of the logs moved back."""
+    with commit_guard(ws.dir):
+        return _finish_undo(ws)
 
 
 # ---------------------------------------------------------------------------- cleanup

@@ -28,7 +28,7 @@ from typing import Any
 import anyio
 import pytest
 
-from memoryd.errors import MemorydError
+from memoryd.errors import MemorydError, NotFound
 from memoryd.runtime.failpoints import DIR_ENV, ENV, SECS_ENV
 from memoryd.store.history import read_journal
 from memoryd.store.layout import Workspace, resolve_workspace
@@ -412,6 +412,34 @@ def test_sigkill_during_cleanup_loses_nothing_and_duplicates_nothing(
         p.name for p in scene.logs if "0009" not in p.name
     )
     assert all(p.exists() for p in scene.logs)  # every consumed log came back
+
+
+def test_sigkill_during_an_undo_is_completed_by_the_next_dream(
+    processes: Processes, scene: CrashScene
+) -> None:
+    daemon = crashing_daemon(processes, scene, "dream.undo").start()
+    assert daemon.call("dream.run", workspace=str(scene.path))["outcome"] == "written"
+    dreamt = read(scene.ws.memory_file) or ""
+    sock = send_only(daemon.socket, "dream.undo", {"workspace": str(scene.path)})
+    wait_for_file(scene.home / "dream.undo.hit")
+    daemon.kill()
+    sock.close()
+    # killed after journalling the undo, before any file changed: nothing is lost
+    assert read(scene.ws.memory_file) == dreamt
+    assert_nothing_lost(scene.ws, scene.logs)
+    again = processes(env=scene.llm.env()).start()
+    # the next undo (or dream) first completes the journalled one: nothing is left to undo
+    with pytest.raises(NotFound, match="no dream to undo"):
+        again.call("dream.undo", workspace=str(scene.path))
+    assert read(scene.ws.memory_file) == ORIGINAL
+    assert all(p.exists() for p in scene.logs)  # every archived log is back, whole
+    assert_nothing_lost(scene.ws, scene.logs)
+    assert [e["outcome"] for e in read_journal(scene.ws.history_dir)] == ["written", "undone"]
+    # and the restored logs are consumed again by the next dream
+    assert again.call("dream.run", workspace=str(scene.path))["outcome"] == "written"
+    memory = read(scene.ws.memory_file) or ""
+    assert all(f"## {fact}" in memory for fact in scene.logs.values())
+    assert_no_duplicates(memory)
 
 
 # --------------------------------------------------------------------------- race

@@ -81,6 +81,7 @@ from memoryd.store.history import (
     commit_guard,
     digest,
     finish_interrupted_clean_up,
+    finish_interrupted_undo,
     last_settled,
     new_entry_id,
     plan_clean_up,
@@ -472,10 +473,16 @@ class Dreamer:
         )
 
     def _finish_interrupted_clean_up(self) -> tuple[Path, ...]:
-        archived = finish_interrupted_clean_up(self.workspace, self._cleanup_hook)
+        """Complete a killed undo, then a killed cleanup; the paths the index must sync."""
+        ws = self.workspace
+        restored = finish_interrupted_undo(ws)
+        if restored:
+            self.log.info("dream.undo_finished", logs=len(restored))
+        archived = finish_interrupted_clean_up(ws, self._cleanup_hook)
         if archived:
             self.log.info("dream.cleanup_finished", archived=len(archived))
-        return archived
+        back = (ws.memory_file, *(ws.sessions_dir / n for n in restored)) if restored else ()
+        return (*back, *archived)
 
     @staticmethod
     def _cleanup_hook() -> None:
@@ -510,7 +517,11 @@ class Dreamer:
         async with file_lock(self.workspace.memory_file):
             out = await anyio.to_thread.run_sync(
                 lambda: undo_last(
-                    self.workspace, self.config.keep_history, self.clock(), force=force
+                    self.workspace,
+                    self.config.keep_history,
+                    self.clock(),
+                    force=force,
+                    after_journal=lambda: failpoints.hit("dream.undo"),
                 )
             )
         self.log.info(
