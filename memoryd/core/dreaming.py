@@ -41,6 +41,7 @@ from typing import Any, Literal
 from memoryd.core.flushing import has_heading, is_no_reply, strip_control
 from memoryd.core.markdown import sections, strip_comments, unwrap_fence
 from memoryd.core.notes import DREAM_FOOTER
+from memoryd.core.replies import LossReply
 from memoryd.core.templates import is_scaffold
 from memoryd.core.text import WORD, words_and_bigrams
 from memoryd.core.times import rfc3339
@@ -440,7 +441,7 @@ class LossReport:
     def refused(self) -> bool:
         return self.fraction > self.max_loss_fraction
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> LossReply:
         return {
             "sections": self.total,
             "lost": list(self.lost),

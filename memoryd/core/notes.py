@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+from memoryd.core.replies import PageCursor, PageReply
 from memoryd.errors import InvalidParams
 
 #: A dream's footer comment line (``<!-- dream <UTC time> consumed: … -->``), SPEC §8.4.
@@ -81,9 +82,7 @@ def numbered_lines(text: str, start: int, count: int | None) -> tuple[str, int, 
     return "".join(lines[start - 1 : end]), start, len(lines)
 
 
-def page(
-    text: str, start: int, lines: int | None, start_char: int, max_chars: int
-) -> dict[str, object]:
+def page(text: str, start: int, lines: int | None, start_char: int, max_chars: int) -> PageReply:
     """The ``memory.get`` window of ``text``: ``lines`` lines from line ``start`` (from
     character ``start_char`` of that line), at most ``max_chars`` characters.
 
@@ -95,21 +94,17 @@ def page(
     if start_char:
         line_end = window.find("\n") + 1 or len(window)
         window = window[min(start_char, line_end) :]
-    out: dict[str, object] = {"text": window, "start_line": first}
-    if start_char:
-        out["start_char"] = start_char
+    cursor: PageCursor = {"start_char": start_char} if start_char else {}
     if len(window) > max_chars:  # one reply stays small: a client pages with `from`
         window = window[:max_chars]
         whole = window.rfind("\n") + 1
         if whole:
-            out["text"] = window[:whole]
-            out["next_from"] = first + window.count("\n", 0, whole)
+            cursor["next_from"] = first + window.count("\n", 0, whole)
+            window = window[:whole]
         else:  # one line longer than a reply: page inside it
-            out["text"] = window
-            out["next_from"] = first
-            out["next_char"] = start_char + len(window)
-    out["total_lines"] = total
-    return out
+            cursor["next_from"] = first
+            cursor["next_char"] = start_char + len(window)
+    return {"text": window, "start_line": first, **cursor, "total_lines": total}
 
 
 def split_lines(text: str) -> list[str]:

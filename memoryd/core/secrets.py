@@ -27,6 +27,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from memoryd.core.replies import RedactionNotice
 from memoryd.core.secret_rules import ASSIGNMENT_NAMES, RULES, START, Check, SecretRule
 from memoryd.errors import ConfigError
 
@@ -104,7 +105,7 @@ class Scrubbed:
         """The redacted kinds, each once, in order of first appearance."""
         return list(dict.fromkeys(f.kind for f in self.findings))
 
-    def notice(self) -> dict[str, object]:
+    def notice(self) -> RedactionNotice:
         """What a reply says of the secrets redacted (kind and fingerprint, never the
         value), or nothing when there were none."""
         if not self.findings:

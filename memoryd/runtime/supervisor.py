@@ -19,12 +19,19 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import anyio
 import structlog
 
 from memoryd.core.config import Config
+from memoryd.core.replies import (
+    IdleWorkspace,
+    RunningWorkspace,
+    SessionOpenReply,
+    SlotCounters,
+    UnreportedWorkspace,
+    WorkspaceEntry,
+)
 from memoryd.errors import (
     ActorUnavailable,
     EmbeddingError,
@@ -212,7 +219,7 @@ class Supervisor:
 
     async def open_session(
         self, actor: WorkspaceActor, workspace_path: str, session_id: str, subagent: bool
-    ) -> dict[str, Any]:
+    ) -> SessionOpenReply:
         """Open (or resume) ``session_id`` in ``actor``'s workspace; the session.open reply.
 
         Session ids are global (SPEC §7): an id whose journal is open in another workspace
@@ -411,35 +418,41 @@ class Supervisor:
 
     # ------------------------------------------------------------------ reporting
 
-    async def status(self) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
+    async def status(self) -> list[WorkspaceEntry]:
+        out: list[WorkspaceEntry] = []
         for key, slot in sorted(self.slots.items()):
+            counters: SlotCounters = {
+                "failures": slot.failures,
+                "restarts": slot.restarts,
+                "retry_in": (
+                    round(max(0.0, slot.retry_at - self.clock()), 3) if slot.failures else None
+                ),
+                "last_error": slot.last_error,
+            }
+            path = str(slot.workspace.path)
             actor = slot.actor
             if actor is not None and actor.ready and not slot.stopping:
                 try:
-                    entry = await actor.status()
+                    running: RunningWorkspace = {**await actor.status(), **counters}
+                    out.append(running)
                 except Exception as exc:  # noqa: BLE001 - status must show every workspace
-                    entry = {
-                        "workspace": str(slot.workspace.path),
+                    unreported: UnreportedWorkspace = {
+                        "workspace": path,
                         "memory_dir": key,
                         "state": "running",
                         "status_error": describe_error(exc),
+                        **counters,
                     }
+                    out.append(unreported)
+                continue
+            if slot.stopping:
+                state = "stopping"
+            elif actor is not None:
+                state = "starting"
+            elif slot.failures:
+                state = "failed"
             else:
-                if slot.stopping:
-                    state = "stopping"
-                elif actor is not None:
-                    state = "starting"
-                elif slot.failures:
-                    state = "failed"
-                else:
-                    state = "stopped"
-                entry = {"workspace": str(slot.workspace.path), "memory_dir": key, "state": state}
-            entry["failures"] = slot.failures
-            entry["restarts"] = slot.restarts
-            entry["retry_in"] = (
-                round(max(0.0, slot.retry_at - self.clock()), 3) if slot.failures else None
-            )
-            entry["last_error"] = slot.last_error
-            out.append(entry)
+                state = "stopped"
+            idle: IdleWorkspace = {"workspace": path, "memory_dir": key, "state": state, **counters}
+            out.append(idle)
         return out

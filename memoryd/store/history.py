@@ -39,6 +39,7 @@ import structlog
 from blake3 import blake3
 
 from memoryd.core.dreaming import effective_mtime, is_session_log, last_undoable
+from memoryd.core.replies import DreamUndoReply
 from memoryd.core.times import rfc3339, utc
 from memoryd.errors import MemoryChanged, NotFound, StorageError
 from memoryd.store.files import atomic_write_bytes, read_bytes
@@ -231,7 +232,7 @@ def undo_last(
     *,
     force: bool = False,
     after_journal: Callable[[], None] | None = None,
-) -> dict[str, Any]:
+) -> DreamUndoReply:
     """Undo the last (not yet undone) dream (SPEC §8.4): restore the ``MEMORY.md`` it
     replaced and move the logs it archived back into ``sessions/``.
 

@@ -16,6 +16,7 @@ import anyio
 from memoryd.core import params as p
 from memoryd.core.agents.resolve import Overrides
 from memoryd.core.config import Config
+from memoryd.core.replies import AgentsListReply, AgentsResolveReply
 from memoryd.errors import InvalidParams, WorkspaceNotFound
 from memoryd.runtime.rpc.context import DaemonContext
 from memoryd.runtime.rpc.prologue import workspace_param
@@ -47,7 +48,7 @@ def register(table: MethodTable, ctx: DaemonContext) -> None:
     config, config_dir = ctx.config, ctx.config_dir
 
     @table.method("agents.resolve")
-    async def agents_resolve(params: dict[str, Any]) -> dict[str, Any]:
+    async def agents_resolve(params: dict[str, Any]) -> AgentsResolveReply:
         p.known_only(params, ("workspace", "subagent_type", "overrides", "parent_model"))
         workspace = _workspace(params)
         subagent_type = p.string(params, "subagent_type", max_len=200)
@@ -79,7 +80,7 @@ def register(table: MethodTable, ctx: DaemonContext) -> None:
         return await anyio.to_thread.run_sync(run)
 
     @table.method("agents.list")
-    async def agents_list(params: dict[str, Any]) -> dict[str, Any]:
+    async def agents_list(params: dict[str, Any]) -> AgentsListReply:
         p.known_only(params, ("workspace",))
         workspace = _workspace(params)
         cfg = config()

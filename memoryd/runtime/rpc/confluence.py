@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from memoryd.core import params as p
+from memoryd.core.replies import ConfluenceRunReply, ConfluenceStatusReply
 from memoryd.runtime.rpc.context import DaemonContext
 from memoryd.runtime.rpc.table import MethodTable
 
@@ -23,12 +24,12 @@ def register(table: MethodTable, ctx: DaemonContext) -> None:
         return
 
     @table.method("confluence.run")
-    async def confluence_run(params: dict[str, Any]) -> dict[str, Any]:
+    async def confluence_run(params: dict[str, Any]) -> ConfluenceRunReply:
         p.known_only(params, ("force",))
         force = p.boolean(params, "force", False)
         return await confluence.run(force=force)
 
     @table.method("confluence.status")
-    async def confluence_status(params: dict[str, Any]) -> dict[str, Any]:
+    async def confluence_status(params: dict[str, Any]) -> ConfluenceStatusReply:
         p.known_only(params, ())
         return await confluence.status()

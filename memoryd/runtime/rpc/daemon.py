@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Any
+from typing import Any, cast
 
 import psutil
 
 from memoryd import __version__
 from memoryd.core import params as p
+from memoryd.core.replies import DaemonStatusReply, PingReply
 from memoryd.providers.factory import describe
 from memoryd.runtime.rpc.context import DaemonContext, running_loop
 from memoryd.runtime.rpc.table import MethodTable
@@ -18,15 +19,15 @@ from memoryd.runtime.rpc.table import MethodTable
 
 def register(table: MethodTable, ctx: DaemonContext) -> None:
     @table.method("daemon.ping")
-    async def ping(params: dict[str, Any]) -> dict[str, Any]:
+    async def ping(params: dict[str, Any]) -> PingReply:
         return {"ok": True}
 
     @table.method("daemon.status")
-    async def status(params: dict[str, Any]) -> dict[str, Any]:
+    async def status(params: dict[str, Any]) -> DaemonStatusReply:
         p.known_only(params, ())
         proc = psutil.Process()
         provider = ctx.supervisor.provider
-        out: dict[str, Any] = {
+        out: DaemonStatusReply = {
             "version": __version__,
             "pid": os.getpid(),
             "uptime_secs": round(time.time() - ctx.started_at, 3),
@@ -42,6 +43,7 @@ def register(table: MethodTable, ctx: DaemonContext) -> None:
             "chat_model": getattr(ctx.supervisor.chat_model, "model_id", None),
             "actors": await ctx.supervisor.status(),
         }
-        for extra in ctx.extra_status:
-            out.update(extra())
-        return out
+        extras: dict[str, Any] = {}
+        for extra in ctx.extra_status:  # restart_pending, service, confluence, secrets
+            extras.update(extra())
+        return cast(DaemonStatusReply, {**out, **extras})

@@ -15,6 +15,7 @@ from typing import Any
 from memoryd.core import params as p
 from memoryd.core.hooks import PROMPT_HITS, Hit, compose_context, hook_output, parse_event, plan_for
 from memoryd.core.params import check_session_id
+from memoryd.core.replies import HookReply, IngestReply
 from memoryd.core.transcripts import FORMATS, Format
 from memoryd.errors import InvalidParams, MemorydError, NotFound
 from memoryd.runtime.rpc.context import DaemonContext
@@ -52,7 +53,7 @@ async def _session_actor(
 
 def register(table: MethodTable, ctx: DaemonContext) -> None:
     @table.method("session.ingest")
-    async def session_ingest(params: dict[str, Any]) -> dict[str, Any]:
+    async def session_ingest(params: dict[str, Any]) -> IngestReply:
         p.known_only(params, ("session_id", "path", "format", "workspace", "after", "background"))
         session_id = check_session_id(params.get("session_id"))
         path = _abs(p.string(params, "path", max_len=4096), "path")
@@ -72,7 +73,7 @@ def register(table: MethodTable, ctx: DaemonContext) -> None:
         return await actor.session_ingest(session_id, path, fmt, after=after, background=background)
 
     @table.method("hook.run")
-    async def hook_run(params: dict[str, Any]) -> dict[str, Any]:
+    async def hook_run(params: dict[str, Any]) -> HookReply:
         p.known_only(params, ("agent", "event"))
         agent = p.string(params, "agent", max_len=64)
         event = parse_event(agent, params.get("event"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from memoryd.core import params as p
+from memoryd.core.replies import ReindexReply, StatsReply
 from memoryd.runtime.rpc.context import DaemonContext
 from memoryd.runtime.rpc.prologue import READ, WRITE, workspace_actor
 from memoryd.runtime.rpc.table import MethodTable
@@ -14,13 +15,13 @@ def register(table: MethodTable, ctx: DaemonContext) -> None:
     supervisor = ctx.supervisor
 
     @table.method("index.stats")
-    async def stats(params: dict[str, Any]) -> dict[str, Any]:
+    async def stats(params: dict[str, Any]) -> StatsReply:
         p.known_only(params, ("workspace",))
         async with workspace_actor(supervisor, params, READ) as actor:
             return await actor.stats()
 
     @table.method("index.reindex")
-    async def reindex(params: dict[str, Any]) -> dict[str, Any]:
+    async def reindex(params: dict[str, Any]) -> ReindexReply:
         p.known_only(params, ("workspace", "embeddings"))
         embeddings = p.boolean(params, "embeddings", False)
         async with workspace_actor(supervisor, params, WRITE) as actor:

@@ -7,6 +7,7 @@ from typing import Any
 
 from memoryd.core import params as p
 from memoryd.core.config import SOURCES
+from memoryd.core.replies import FilesReply, GetReply, RememberReply, SearchReply
 from memoryd.errors import InvalidParams
 from memoryd.runtime.rpc.context import DaemonContext
 from memoryd.runtime.rpc.prologue import READ, WRITE, workspace_actor
@@ -17,7 +18,7 @@ def register(table: MethodTable, ctx: DaemonContext) -> None:
     supervisor = ctx.supervisor
 
     @table.method("memory.search")
-    async def search(params: dict[str, Any]) -> dict[str, Any]:
+    async def search(params: dict[str, Any]) -> SearchReply:
         p.known_only(params, ("workspace", "query", "max_results", "min_score", "sources"))
         query = p.string(params, "query", max_len=10_000)
         max_results = p.integer(params, "max_results", None, minimum=1, maximum=100)
@@ -38,7 +39,7 @@ def register(table: MethodTable, ctx: DaemonContext) -> None:
         return response.to_dict()
 
     @table.method("memory.get")
-    async def get(params: dict[str, Any]) -> dict[str, Any]:
+    async def get(params: dict[str, Any]) -> GetReply:
         p.known_only(params, ("workspace", "path", "from", "from_char", "lines"))
         path = p.string(params, "path", max_len=4096)
         start = p.integer(params, "from", 1, minimum=1)
@@ -48,7 +49,7 @@ def register(table: MethodTable, ctx: DaemonContext) -> None:
             return await actor.get(path, start, lines, start_char)
 
     @table.method("memory.remember")
-    async def remember(params: dict[str, Any]) -> dict[str, Any]:
+    async def remember(params: dict[str, Any]) -> RememberReply:
         p.known_only(params, ("workspace", "text", "scope", "allow_secrets"))
         text = p.string(params, "text", max_len=200_000)
         scope = p.choice(params, "scope", ("workspace", "global"), "workspace")
@@ -57,7 +58,7 @@ def register(table: MethodTable, ctx: DaemonContext) -> None:
             return await actor.remember(text, scope, allow_secrets)
 
     @table.method("memory.files")
-    async def files(params: dict[str, Any]) -> dict[str, Any]:
+    async def files(params: dict[str, Any]) -> FilesReply:
         p.known_only(params, ("workspace",))
         async with workspace_actor(supervisor, params, READ) as actor:
             return {"files": await actor.files()}

@@ -23,6 +23,7 @@ from typing import Any
 import anyio
 
 from memoryd.core import params as p
+from memoryd.core.replies import PurgeReply, ScanFindings, ScanReply, WorkspacePurge
 from memoryd.core.secrets import Scrubber
 from memoryd.errors import InvalidParams, MemorydError
 from memoryd.runtime.rpc.context import DaemonContext
@@ -66,7 +67,7 @@ def register(table: MethodTable, ctx: DaemonContext) -> None:
     def scrubber() -> Scrubber:
         return config().secrets.scrubber()
 
-    def reply(scans: list[FileScan]) -> dict[str, Any]:
+    def reply(scans: list[FileScan]) -> ScanFindings:
         files = describe(scans, supervisor.root)
         info = scrubber().describe()
         return {
@@ -76,7 +77,7 @@ def register(table: MethodTable, ctx: DaemonContext) -> None:
         }
 
     @table.method("secrets.scan")
-    async def scan(params: dict[str, Any]) -> dict[str, Any]:
+    async def scan(params: dict[str, Any]) -> ScanReply:
         workspace = _target(params)
         root = supervisor.root
         if workspace is None:
@@ -89,7 +90,7 @@ def register(table: MethodTable, ctx: DaemonContext) -> None:
         return {"scanned": len(files), **reply(scans)}
 
     @table.method("secrets.purge")
-    async def purge(params: dict[str, Any]) -> dict[str, Any]:
+    async def purge(params: dict[str, Any]) -> PurgeReply:
         workspace = _target(params)
         if workspace is not None:
             async with ordered_actor(supervisor, workspace, WRITE) as actor:
@@ -99,12 +100,12 @@ def register(table: MethodTable, ctx: DaemonContext) -> None:
     ctx.extra_status.append(lambda: {"secrets": scrubber().describe()})
 
 
-async def _purge_all(supervisor: Supervisor, scrubber: Scrubber) -> dict[str, Any]:
+async def _purge_all(supervisor: Supervisor, scrubber: Scrubber) -> PurgeReply:
     root = supervisor.root
     outside = await anyio.to_thread.run_sync(_outside_workspaces, root)
     scans = await anyio.to_thread.run_sync(scan_files, outside, scrubber)
     rewritten, redacted = await redact_files(scans, scrubber)
-    out: dict[str, Any] = {
+    out: PurgeReply = {
         "global": {
             "files": [f.relative_to(root).as_posix() for f in rewritten],
             "redacted": redacted,
@@ -112,6 +113,7 @@ async def _purge_all(supervisor: Supervisor, scrubber: Scrubber) -> dict[str, An
         "workspaces": [],
     }
     for entry in await anyio.to_thread.run_sync(load_registry, root):
+        result: WorkspacePurge
         try:
             async with ordered_actor(supervisor, entry.path, WRITE) as actor:
                 result = await actor.secrets_purge()

@@ -12,6 +12,13 @@ from typing import Any
 from memoryd.core import params as p
 from memoryd.core.flushing import parse_messages
 from memoryd.core.params import check_session_id
+from memoryd.core.replies import (
+    SessionAppendReply,
+    SessionCloseReply,
+    SessionFlushReply,
+    SessionOpenReply,
+    UsageReply,
+)
 from memoryd.runtime.rpc.context import DaemonContext
 from memoryd.runtime.rpc.prologue import (
     READ,
@@ -28,7 +35,7 @@ def register(table: MethodTable, ctx: DaemonContext) -> None:
     supervisor = ctx.supervisor
 
     @table.method("session.open")
-    async def session_open(params: dict[str, Any]) -> dict[str, Any]:
+    async def session_open(params: dict[str, Any]) -> SessionOpenReply:
         p.known_only(params, ("workspace", "session_id", "subagent"))
         session_id = check_session_id(params.get("session_id"))
         subagent = p.boolean(params, "subagent", False)
@@ -37,7 +44,7 @@ def register(table: MethodTable, ctx: DaemonContext) -> None:
             return await supervisor.open_session(actor, workspace, session_id, subagent)
 
     @table.method("session.append")
-    async def session_append(params: dict[str, Any]) -> dict[str, Any]:
+    async def session_append(params: dict[str, Any]) -> SessionAppendReply:
         p.known_only(params, ("session_id", "messages"))
         session_id = check_session_id(params.get("session_id"))
         messages = parse_messages(params.get("messages"))
@@ -45,7 +52,7 @@ def register(table: MethodTable, ctx: DaemonContext) -> None:
             return await actor.session_append(session_id, messages)
 
     @table.method("session.usage")
-    async def session_usage(params: dict[str, Any]) -> dict[str, Any]:
+    async def session_usage(params: dict[str, Any]) -> UsageReply:
         p.known_only(
             params,
             ("session_id", "tokens", "context_window", "threshold_percent", "compaction_count"),
@@ -64,7 +71,7 @@ def register(table: MethodTable, ctx: DaemonContext) -> None:
         return await actor.session_usage(session_id, **usage)
 
     @table.method("session.flush")
-    async def session_flush(params: dict[str, Any]) -> dict[str, Any]:
+    async def session_flush(params: dict[str, Any]) -> SessionFlushReply:
         p.known_only(params, ("session_id", "workspace"))
         if params.get("session_id") is None and "workspace" in params:
             # An agent does not know memoryd's ids: the workspace's most recent session.
@@ -94,7 +101,7 @@ def register(table: MethodTable, ctx: DaemonContext) -> None:
         return {"sessions": sessions}
 
     @table.method("session.close")
-    async def session_close(params: dict[str, Any]) -> dict[str, Any]:
+    async def session_close(params: dict[str, Any]) -> SessionCloseReply:
         p.known_only(params, ("session_id",))
         session_id = check_session_id(params.get("session_id"))
         async with session_actor(supervisor, session_id) as actor:

@@ -23,6 +23,25 @@ import structlog
 
 from memoryd.core.config import Config
 from memoryd.core.flushing import Message, Trigger
+from memoryd.core.replies import (
+    ActorStatus,
+    DreamRunReply,
+    DreamStatusError,
+    DreamStatusReply,
+    DreamUndoReply,
+    FileEntry,
+    FlushReply,
+    GetReply,
+    IngestReply,
+    ReindexReply,
+    RememberReply,
+    SessionAppendReply,
+    SessionCloseReply,
+    SessionOpenReply,
+    StatsReply,
+    UsageReply,
+    WorkspacePurge,
+)
 from memoryd.core.times import rfc3339
 from memoryd.core.transcripts import Format
 from memoryd.errors import (
@@ -323,28 +342,26 @@ class WorkspaceActor:
         self._embed_wakeup.set()
         return response
 
-    async def remember(self, text: str, scope: str, allow_secrets: bool = False) -> dict[str, Any]:
+    async def remember(self, text: str, scope: str, allow_secrets: bool = False) -> RememberReply:
         with self._request(write=True):
             async with self._write_lock:
                 out = await self.memory.remember(text, scope, allow_secrets=allow_secrets)
         self._embed_wakeup.set()
         return out
 
-    async def get(
-        self, path: str, start: int, lines: int | None, start_char: int = 0
-    ) -> dict[str, Any]:
+    async def get(self, path: str, start: int, lines: int | None, start_char: int = 0) -> GetReply:
         with self._request():
             return await self.memory.get(path, start, lines, start_char)
 
-    async def files(self) -> list[dict[str, object]]:
+    async def files(self) -> list[FileEntry]:
         with self._request():
             return await self.memory.files()
 
-    async def stats(self) -> dict[str, object]:
+    async def stats(self) -> StatsReply:
         with self._request():
             return await self.memory.stats()
 
-    async def reindex(self, embeddings: bool) -> dict[str, Any]:
+    async def reindex(self, embeddings: bool) -> ReindexReply:
         with self._request():
             async with self._write_lock:
                 out = await self.memory.reindex(embeddings)
@@ -357,7 +374,7 @@ class WorkspaceActor:
         with self._request():
             return await purge.scan_workspace(self.memory, self.config.secrets.scrubber())
 
-    async def secrets_purge(self) -> dict[str, Any]:
+    async def secrets_purge(self) -> WorkspacePurge:
         with self._request(write=True):
             async with self._write_lock:
                 out = await purge.purge_workspace(
@@ -368,33 +385,33 @@ class WorkspaceActor:
 
     # sessions (SPEC §7) -------------------------------------------------------------
 
-    async def session_open(self, session_id: str, subagent: bool) -> dict[str, Any]:
+    async def session_open(self, session_id: str, subagent: bool) -> SessionOpenReply:
         with self._request(write=True):
             return await self.sessions.open(session_id, subagent)
 
-    async def session_append(self, session_id: str, messages: list[Message]) -> dict[str, Any]:
+    async def session_append(self, session_id: str, messages: list[Message]) -> SessionAppendReply:
         with self._request(write=True):
             return await self.sessions.append(session_id, messages)
 
-    async def session_usage(self, session_id: str, **usage: Any) -> dict[str, Any]:
+    async def session_usage(self, session_id: str, **usage: Any) -> UsageReply:
         with self._request(write=True):
             out = await self.sessions.usage(session_id, **usage)
         self._embed_wakeup.set()
         return out
 
-    async def session_flush(self, session_id: str) -> dict[str, Any]:
+    async def session_flush(self, session_id: str) -> FlushReply:
         with self._request(write=True):
             out = await self.sessions.flush(session_id)
         self._embed_wakeup.set()
         return out
 
-    async def session_close(self, session_id: str) -> dict[str, Any]:
+    async def session_close(self, session_id: str) -> SessionCloseReply:
         """Close a session (summary when due), then check the dream gates; an open gate
         starts a dream in the background — the reply does not wait for the model."""
         with self._request(write=True):
             subagent = self.sessions.is_subagent(session_id)
             marks = self.sessions.ingest_marks(session_id)
-            out = await self.sessions.close(session_id)
+            closed = await self.sessions.close(session_id)
             try:
                 await self.ingestor.closed(session_id, marks)
             except OSError as exc:  # the session is closed; a resume reads its transcript again
@@ -405,9 +422,8 @@ class WorkspaceActor:
                 )
             except (MemorydError, OSError) as exc:  # the session is closed: say so anyway
                 self.log.warning("dream.gates_failed", error=str(exc))
-                out["dream"] = {"outcome": "error", "error": str(exc)}
-                return out
-        out["dream"] = gates.to_dict()
+                return {**closed, "dream": {"outcome": "error", "error": str(exc)}}
+        out: SessionCloseReply = {**closed, "dream": gates.to_dict()}
         if gates.open and self._tg is not None:
             self._tg.start_soon(
                 lambda: self._dream("session_end", subagent=subagent, ending_session=session_id)
@@ -425,7 +441,7 @@ class WorkspaceActor:
         *,
         after: str | None = None,
         background: bool = False,
-    ) -> dict[str, Any]:
+    ) -> IngestReply:
         """Read what an agent's transcript gained into an open session, then flush
         (``after="flush"``, trigger ``pre_compaction``), close it (``after="close"``) or
         both (``after="flush_close"``, trigger ``manual``: ``memoryd ingest --flush``).
@@ -440,8 +456,8 @@ class WorkspaceActor:
 
     async def _ingest_then(
         self, session_id: str, path: str | None, fmt: Format, after: str | None
-    ) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+    ) -> IngestReply:
+        out: IngestReply = {}
         with self._request():
             if path is not None:
                 out = await self.ingestor.ingest(session_id, path, fmt)
@@ -474,24 +490,23 @@ class WorkspaceActor:
 
     # dream (SPEC §8) ----------------------------------------------------------------
 
-    async def dream_run(self, force: bool) -> dict[str, Any]:
+    async def dream_run(self, force: bool) -> DreamRunReply:
         with self._request(write=True):
             result = await self.dreamer.run(manual=True, force=force)
         self._embed_wakeup.set()
         return result.to_dict()
 
-    async def dream_undo(self, force: bool = False) -> dict[str, Any]:
+    async def dream_undo(self, force: bool = False) -> DreamUndoReply:
         with self._request(write=True):
             out = await self.dreamer.undo(force=force)
             logs = [self.workspace.sessions_dir / n for n in out["logs_restored"]]
             await self.memory.sync_paths([self.workspace.memory_file, *logs])
         return out
 
-    async def dream_status(self) -> dict[str, Any]:
+    async def dream_status(self) -> DreamStatusReply:
         with self._request():
-            out = await self.dreamer.status()
-        out["next_check"] = self._next_check()
-        return out
+            state = await self.dreamer.status()
+        return {**state, "next_check": self._next_check()}
 
     def _next_check(self) -> str:
         """When the periodic dream check runs next (ISO UTC), or ``off`` (the default)."""
@@ -499,9 +514,11 @@ class WorkspaceActor:
             return "off"
         return rfc3339(self.next_dream_check)
 
-    async def status(self) -> dict[str, Any]:
+    async def status(self) -> ActorStatus:
         scan = self.memory.scan  # a big sync holds the index: its stats wait until it ends
-        stats = await self.memory.stats() if self._ready and scan is None else {}
+        stats: StatsReply | dict[str, Any] = {}
+        if self._ready and scan is None:
+            stats = await self.memory.stats()
         return {
             "scan": scan,
             "workspace": str(self.workspace.path),
@@ -518,13 +535,12 @@ class WorkspaceActor:
             "dream": await self._dream_summary(),
         }
 
-    async def _dream_summary(self) -> dict[str, Any]:
+    async def _dream_summary(self) -> DreamStatusReply | DreamStatusError:
         try:
-            out = await self.dreamer.status()
+            state = await self.dreamer.status()
         except (MemorydError, OSError) as exc:
             return {"error": str(exc)}
-        out["next_check"] = self._next_check()
-        return out
+        return {**state, "next_check": self._next_check()}
 
 
 def _watcher_failure(exc: BaseException) -> WatcherUnavailable | None:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from memoryd.core.dreaming import GateOutcome, LossReport
+from memoryd.core.replies import DreamRunReply
 
 Outcome = Literal[
     "written", "skipped", "nothing_to_store", "rejected", "refused", "conflict", "failed"
@@ -49,8 +50,8 @@ class DreamResult:
         """Paths the index must sync: the archived logs (dropped) and the new ``MEMORY.md``."""
         return (*self.archived, self.memory_file) if self.outcome == "written" else ()
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"outcome": self.outcome, "reason": self.reason}
+    def to_dict(self) -> DreamRunReply:
+        out: DreamRunReply = {"outcome": self.outcome, "reason": self.reason}
         if self.gates is not None:
             out["gates"] = self.gates.to_dict()
         if self.holder is not None:

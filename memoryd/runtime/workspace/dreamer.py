@@ -64,6 +64,7 @@ from memoryd.core.dreaming import (
     is_session_log,
     with_footer,
 )
+from memoryd.core.replies import DreamState, DreamUndoReply
 from memoryd.core.times import rfc3339, utc
 from memoryd.errors import ModelNotConfigured, StorageError, describe_error
 from memoryd.providers.llm import ChatModel
@@ -508,7 +509,7 @@ class Dreamer:
 
     # ------------------------------------------------------------------ undo and status
 
-    async def undo(self, *, force: bool = False) -> dict[str, Any]:
+    async def undo(self, *, force: bool = False) -> DreamUndoReply:
         """Undo the last (not yet undone) dream: its ``MEMORY.md`` backup and archived logs
         come back (see :func:`~memoryd.store.history.undo_last` for the reply). Raises
         :class:`MemoryChanged` when ``MEMORY.md`` changed since that dream wrote it (unless
@@ -535,11 +536,11 @@ class Dreamer:
         await self._reindex([self.workspace.memory_file, *logs])
         return out
 
-    async def status(self) -> dict[str, Any]:
+    async def status(self) -> DreamState:
         """Gates (current values vs thresholds), lock, last consolidation and last run."""
         return await anyio.to_thread.run_sync(self._status)
 
-    def _status(self) -> dict[str, Any]:
+    def _status(self) -> DreamState:
         gate = self.gates()
         info = self.lock.inspect()
         entries = read_journal(self.workspace.history_dir)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+
+from memoryd.core.replies import EmbeddingProgress
 
 SEARCH_RETRY_START = 5.0  # after a provider failure, searches skip vectors this long, doubling
 SEARCH_RETRY_MAX = 300.0
@@ -50,7 +51,7 @@ class EmbeddingState:
         pause = min(SEARCH_RETRY_MAX, SEARCH_RETRY_START * 2 ** (self.failures - 1))
         self.search_retry_at = now + pause
 
-    def progress(self, pending: int, total: int, now: float) -> dict[str, Any]:
+    def progress(self, pending: int, total: int, now: float) -> EmbeddingProgress:
         """done/total, rate (vectors/s in the current run) and ETA."""
         rate = None
         started = self.run_started_at

@@ -18,6 +18,7 @@ import structlog
 
 from memoryd.core.config import Config
 from memoryd.core.flushing import Trigger
+from memoryd.core.replies import FlushReply, SessionClosed
 from memoryd.errors import MemorydError
 from memoryd.providers.llm import ChatModel
 from memoryd.runtime.workspace.open_session import OpenSession
@@ -34,9 +35,9 @@ class SessionManager(Protocol):
 
     def open_sessions(self) -> list[OpenSession]: ...
 
-    async def flush(self, session_id: str, trigger: Trigger = "manual") -> dict[str, Any]: ...
+    async def flush(self, session_id: str, trigger: Trigger = "manual") -> FlushReply: ...
 
-    async def close(self, session_id: str) -> dict[str, Any]: ...
+    async def close(self, session_id: str) -> SessionClosed: ...
 
 
 #: The longest wait between two checks, seconds.

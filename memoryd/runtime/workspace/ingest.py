@@ -20,12 +20,12 @@ import dataclasses
 import functools
 import time
 from collections.abc import Callable
-from typing import Any
 
 import anyio
 import structlog
 
 from memoryd.core.flushing import Message
+from memoryd.core.replies import IngestReply, UsageReply
 from memoryd.core.secrets import Scrubber
 from memoryd.core.transcripts import Format, Parsed, new_messages, parse
 from memoryd.runtime.workspace.sessions import SessionManager
@@ -83,7 +83,7 @@ class Ingestor:
         )
         return not chunk.rewritten and not chunk.data
 
-    async def ingest(self, session_id: str, path: str, fmt: Format) -> dict[str, Any]:
+    async def ingest(self, session_id: str, path: str, fmt: Format) -> IngestReply:
         """Read what ``path`` gained into the open session. Returns ``{ingested, count,
         offset, rewritten}`` (plus ``usage`` when the transcript reported token usage)."""
         async with self._lock(session_id):
@@ -92,7 +92,7 @@ class Ingestor:
             if mark is None:
                 mark = await self.registered(path) or IngestMark(path, fmt)
             total, rewritten, chunks = 0, False, 0
-            usage_out: dict[str, Any] | None = None
+            usage_out: UsageReply | None = None
             tool_names: dict[str, str] = {}
             limit = transcript_files.MAX_READ_BYTES
             while True:
@@ -160,7 +160,7 @@ class Ingestor:
                 chunks=chunks,
                 took_ms=round((time.perf_counter() - started) * 1000, 3),
             )
-        out: dict[str, Any] = {
+        out: IngestReply = {
             "ingested": total,
             "count": count,
             "offset": mark.offset,

@@ -29,6 +29,14 @@ from memoryd.core.config import SOURCES, Config
 from memoryd.core.keywords import build_match_query
 from memoryd.core.notes import format_note, page
 from memoryd.core.ranking import Candidate, RankParams, cosine_from_l2, rank
+from memoryd.core.replies import (
+    EmbeddingPart,
+    FileEntry,
+    GetReply,
+    ReindexReply,
+    RememberReply,
+    StatsReply,
+)
 from memoryd.core.searchlog import SearchTally
 from memoryd.core.secrets import Scrubbed
 from memoryd.errors import InvalidParams, NotFound, StorageError, describe_error
@@ -555,7 +563,7 @@ class WorkspaceMemory:
 
     async def remember(
         self, text: str, scope: str = "workspace", *, allow_secrets: bool = False
-    ) -> dict[str, Any]:
+    ) -> RememberReply:
         """Append a note to the workspace or global MEMORY.md (SPEC §7) and index it.
 
         The note is scrubbed first (SPEC §18) unless ``allow_secrets``; what was redacted is
@@ -572,17 +580,21 @@ class WorkspaceMemory:
         await append_note(target, scope, self.workspace, note)
         report = await self.sync_paths([target])
         self.log.info("remember", scope=scope, path=rel, chars=len(note))
+        out: RememberReply = {"path": rel, "written": True}
+        if "redacted" in extra:
+            out["redacted"] = extra["redacted"]
+        if "warning" in extra:
+            out["warning"] = extra["warning"]
         if report.failed:  # the note is on disk (acknowledged); the index catches up later
             error = report.failed[0][1].message
             warning = f"the note is written but not indexed yet: {error}"
-            if "warning" in extra:
-                warning = f"{extra['warning']}; {warning}"
-            return {"path": rel, "written": True, **extra, "indexed": False, "warning": warning}
-        return {"path": rel, "written": True, **extra}
+            out["indexed"] = False
+            out["warning"] = f"{out['warning']}; {warning}" if "warning" in out else warning
+        return out
 
     async def get(
         self, path: str, start: int = 1, lines: int | None = None, start_char: int = 0
-    ) -> dict[str, Any]:
+    ) -> GetReply:
         """Read a memory file (relative to the memory root) as a 1-based line window.
 
         A reply holds at most :data:`MAX_GET_CHARS` characters: it ends at a line end and
@@ -603,10 +615,10 @@ class WorkspaceMemory:
             raise NotFound(f"no memory file at {path!r}")
         return {"path": path, **page(text, start, lines, start_char, MAX_GET_CHARS)}
 
-    async def files(self) -> list[dict[str, object]]:
+    async def files(self) -> list[FileEntry]:
         await self.sync()
 
-        def phase() -> list[dict[str, object]]:
+        def phase() -> list[FileEntry]:
             # A listing of every file: compare them all with the disk first (cheap stats),
             # so changes the watcher has not reported yet are in it too.
             changed = self.index.reconcile()
@@ -616,21 +628,22 @@ class WorkspaceMemory:
 
         return await self._run(phase)
 
-    async def stats(self) -> dict[str, object]:
-        out = await self._run(self.index.stats)
-        out["dirty"] = self.dirty_count
-        out["embedding_provider"] = self.embedding.provider
-        out["embedding_last_error"] = self.embedding.last_error
+    async def stats(self) -> StatsReply:
+        index = await self._run(self.index.stats)
+        progress: EmbeddingPart = {}
         if self.provider is not None:
-            pending = out["vectors_pending"] if self.index.vec_dims is not None else out["chunks"]
-            out["embedding"] = self.embedding.progress(
-                int(pending),  # type: ignore[call-overload]
-                int(out["chunks"]),  # type: ignore[call-overload]
-                self.clock(),
-            )
-        return out
+            chunks = index["chunks"]
+            pending = index["vectors_pending"] if self.index.vec_dims is not None else chunks
+            progress["embedding"] = self.embedding.progress(pending, chunks, self.clock())
+        return {
+            **index,
+            "dirty": self.dirty_count,
+            "embedding_provider": self.embedding.provider,
+            "embedding_last_error": self.embedding.last_error,
+            **progress,
+        }
 
-    async def reindex(self, embeddings: bool = False) -> dict[str, Any]:
+    async def reindex(self, embeddings: bool = False) -> ReindexReply:
         """Re-sync every memory file from disk; with ``embeddings``, drop and rebuild vectors."""
         started = time.perf_counter()
 

@@ -28,6 +28,7 @@ from typing import Any
 import anyio
 import structlog
 
+from memoryd.core.replies import WorkspacePurge
 from memoryd.core.secrets import Scrubber
 from memoryd.providers.cache import CachedProvider, text_key
 from memoryd.runtime.workspace.filelock import file_lock
@@ -95,7 +96,7 @@ def _redacted_journal(scrubber: Scrubber, data: bytes) -> bytes | None:
 
 async def purge_workspace(
     memory: WorkspaceMemory, scrubber: Scrubber, sessions: SessionManager | None = None
-) -> dict[str, Any]:
+) -> WorkspacePurge:
     """Purge the workspace's files and index as the module docstring says (global files the
     caller redacted before are re-synced into this index too)."""
     root = memory.root
@@ -121,7 +122,7 @@ async def purge_workspace(
         dropped = await anyio.to_thread.run_sync(provider.store.delete_keys, keys)
     synced = await memory.reconcile()
     await memory.db_phase(lambda: compact_index(memory.index.conn))
-    out = {
+    out: WorkspacePurge = {
         "files": [p.relative_to(root).as_posix() for p in rewritten],
         "redacted": redacted,
         "history_files": sum(1 for p in rewritten if ".history" in p.parts),

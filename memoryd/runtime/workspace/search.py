@@ -5,11 +5,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import anyio
 
 from memoryd.core.ranking import Ranked
+from memoryd.core.replies import SearchHitReply, SearchReply
 from memoryd.core.times import rfc3339
 
 SNIPPET_CHARS = 700
@@ -28,6 +28,19 @@ class SearchHit:
     snippet: str
     chunk_time: str | None
     heading: str
+
+    def to_dict(self) -> SearchHitReply:
+        return {
+            "chunk_id": self.chunk_id,
+            "path": self.path,
+            "start_line": self.start_line,
+            "end_line": self.end_line,
+            "score": self.score,
+            "source": self.source,
+            "snippet": self.snippet,
+            "chunk_time": self.chunk_time,
+            "heading": self.heading,
+        }
 
     @classmethod
     def from_ranked(cls, item: Ranked) -> SearchHit:
@@ -58,11 +71,9 @@ class SearchResponse:
     took_ms: float
     warning: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "results": [
-                {name: getattr(hit, name) for name in SearchHit.__slots__} for hit in self.results
-            ],
+    def to_dict(self) -> SearchReply:
+        out: SearchReply = {
+            "results": [hit.to_dict() for hit in self.results],
             "mode": self.mode,
             "synced_paths": self.synced_paths,
             "generation": self.generation,

@@ -46,6 +46,13 @@ from memoryd.core.flushing import (
     session_summary,
 )
 from memoryd.core.params import check_session_id
+from memoryd.core.replies import (
+    FlushReply,
+    SessionAppendReply,
+    SessionClosed,
+    SessionOpenReply,
+    UsageReply,
+)
 from memoryd.core.secrets import Scrubber
 from memoryd.core.times import rfc3339, utc
 from memoryd.core.workspace import session_log_name
@@ -208,7 +215,7 @@ class SessionManager:
 
     # ------------------------------------------------------------------ open / append
 
-    async def open(self, session_id: str, subagent: bool = False) -> dict[str, Any]:
+    async def open(self, session_id: str, subagent: bool = False) -> SessionOpenReply:
         """Open (or resume) a session; a session with a journal is recovered from it.
 
         Returns ``{session_id, log_path, messages, resumed}``: ``log_path`` is today's log
@@ -268,7 +275,7 @@ class SessionManager:
 
     async def append(
         self, session_id: str, messages: Sequence[Message], *, mark: IngestMark | None = None
-    ) -> dict[str, Any]:
+    ) -> SessionAppendReply:
         """Append messages in order: to the journal (on disk before this returns), then to
         the transcript in memory. Resets the session's idle timer. Returns ``{count}``: the
         session's message count.
@@ -333,7 +340,7 @@ class SessionManager:
         context_window: int,
         threshold_percent: float,
         compaction_count: int,
-    ) -> dict[str, Any]:
+    ) -> UsageReply:
         """A token-usage report. Runs a ``pre_compaction`` flush when ``tokens ≥
         window·threshold% − flush.soft_threshold_tokens``, at most once per compaction
         count, and waits for it. Returns ``{flushed}`` (a flush ran) plus its ``outcome``
@@ -362,7 +369,10 @@ class SessionManager:
             result = await self._flush(s, "pre_compaction")
         except MemorydError as exc:
             return {"flushed": False, "error": str(exc), "code": exc.code}
-        return {"flushed": True, **result}
+        out: UsageReply = {"flushed": True, "outcome": result["outcome"]}
+        if "path" in result:
+            out["path"] = result["path"]
+        return out
 
     def _disarm_idle(self, s: OpenSession) -> None:
         if s.idle_scope is not None:
@@ -401,7 +411,7 @@ class SessionManager:
 
     # ------------------------------------------------------------------ flush
 
-    async def flush(self, session_id: str, trigger: Trigger = "manual") -> dict[str, Any]:
+    async def flush(self, session_id: str, trigger: Trigger = "manual") -> FlushReply:
         """Flush a session now. Returns ``{outcome, path?}``; ``path`` (relative to the
         memory root) when written. Raises :class:`ModelNotConfigured` without a model and
         :class:`Busy` while another flush of the session runs."""
@@ -416,7 +426,7 @@ class SessionManager:
             )
         return await self._flush(s, trigger)
 
-    async def _flush(self, s: OpenSession, trigger: Trigger) -> dict[str, Any]:
+    async def _flush(self, s: OpenSession, trigger: Trigger) -> FlushReply:
         """Run one flush under the session's flush lock and record its outcome."""
         async with s.flush_lock:
             started = time.perf_counter()
@@ -555,7 +565,7 @@ class SessionManager:
 
     # ------------------------------------------------------------------ close / status
 
-    async def close(self, session_id: str) -> dict[str, Any]:
+    async def close(self, session_id: str) -> SessionClosed:
         """End a session: wait for a running flush, append the model-free summary when due
         (never for sub-agent sessions), then remove the journal. Returns
         ``{summary_written, messages, path?}``."""
@@ -584,7 +594,7 @@ class SessionManager:
             messages=len(s.messages),
             summary_written=path is not None,
         )
-        out: dict[str, Any] = {"summary_written": path is not None, "messages": len(s.messages)}
+        out: SessionClosed = {"summary_written": path is not None, "messages": len(s.messages)}
         if path is not None:
             out["path"] = self._rel(path)
         return out

@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 import structlog
 
 from memoryd.core.chunking import chunker_signature
+from memoryd.core.replies import IndexStats
 from memoryd.errors import IndexCorrupt
 from memoryd.store import migrations
 from memoryd.store.connection import Connection, DatabaseError, connect, quick_check
@@ -230,7 +231,7 @@ class Index(Writer, Reader):
             finally:
                 self._conn = None
 
-    def stats(self) -> dict[str, object]:
+    def stats(self) -> IndexStats:
         conn = self.conn
         chunks = int(conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
         files = int(conn.execute("SELECT count(*) FROM files").fetchone()[0])

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from memoryd.core.ranking import Candidate
+from memoryd.core.replies import FileEntry
 from memoryd.core.times import rfc3339
 from memoryd.store.index.guard import rollback
 from memoryd.store.index.vectors import Vectors
@@ -177,7 +178,7 @@ class Reader(Vectors):
                 out.append(path)
         return out
 
-    def files(self) -> list[dict[str, object]]:
+    def files(self) -> list[FileEntry]:
         rows = self.conn.execute(
             "SELECT f.path, f.size, f.mtime, (SELECT count(*) FROM chunks c WHERE c.path = f.path) "
             "FROM files f ORDER BY f.path"

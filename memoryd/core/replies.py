@@ -1,0 +1,412 @@
+"""The socket's replies, one TypedDict per method result (SPEC §11; the README's method table).
+
+The services build these and the handlers return them unchanged, so strict mypy checks the
+wire shape from the code that fills a reply to the socket. A key that is not always sent is
+``NotRequired``; a nested value whose shape belongs to another module (an agent's resolved
+runtime config, a confluence run report) is typed where it is made. Pure: types only.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired, TypedDict
+
+# memory.* ---------------------------------------------------------------------------------
+
+
+class SearchHitReply(TypedDict):
+    chunk_id: str
+    path: str
+    start_line: int
+    end_line: int
+    score: float
+    source: str
+    snippet: str
+    chunk_time: str | None
+    heading: str
+
+
+class SearchReply(TypedDict):
+    results: list[SearchHitReply]
+    mode: str  # hybrid | fts_only | fts_fallback
+    synced_paths: int
+    generation: int
+    took_ms: float
+    warning: NotRequired[str]
+
+
+class PageCursor(TypedDict, total=False):
+    start_char: int
+    next_from: int
+    next_char: int
+
+
+class PageReply(PageCursor):
+    """A window of a file's lines (:func:`memoryd.core.notes.page`)."""
+
+    text: str
+    start_line: int
+    total_lines: int
+
+
+class GetReply(PageReply):
+    path: str
+
+
+class Redacted(TypedDict):
+    kind: str
+    fingerprint: str
+
+
+class RedactionNotice(TypedDict, total=False):
+    redacted: list[Redacted]
+    warning: str
+
+
+class RememberReply(TypedDict):
+    path: str
+    written: bool
+    redacted: NotRequired[list[Redacted]]
+    warning: NotRequired[str]
+    indexed: NotRequired[bool]
+
+
+class FileEntry(TypedDict):
+    path: str
+    size: int
+    mtime: str  # RFC 3339 UTC
+    chunks: int
+
+
+class FilesReply(TypedDict):
+    files: list[FileEntry]
+
+
+# index.* ----------------------------------------------------------------------------------
+
+
+class FileWarnings(TypedDict):
+    path: str
+    warnings: list[str]
+
+
+class EmbeddingProgress(TypedDict):
+    done: int
+    total: int
+    pending: int
+    rate_per_sec: float | None
+    eta_secs: float | None
+    last_error: str | None
+    last_error_at: float | None
+    failures: int
+
+
+class IndexStats(TypedDict):
+    """What the index file reports (:meth:`memoryd.store.index.Index.stats`)."""
+
+    path: str
+    files: int
+    chunks: int
+    generation: int
+    schema_version: int
+    size_bytes: int
+    sqlite_version: str | None
+    fts5: bool
+    vec: bool
+    vec_error: str | None
+    embedding_model: str | None
+    embedding_dims: int | None
+    vectors_pending: int
+    vectors_in_memory: int | None
+    vectors_in_memory_bytes: int | None
+    rebuilt_reason: str | None
+    rebuilt_at: float | None
+    rebuilds: int
+    file_warnings: list[FileWarnings]
+    file_warnings_total: int
+
+
+class EmbeddingPart(TypedDict, total=False):
+    embedding: EmbeddingProgress
+
+
+class StatsReply(IndexStats):
+    """``index.stats``: the index file's figures and the workspace's embedding state."""
+
+    dirty: int
+    embedding_provider: str | None
+    embedding_last_error: str | None
+    embedding: NotRequired[EmbeddingProgress]
+
+
+class ReindexReply(TypedDict):
+    files: int
+    changed: int
+    chunks_added: int
+    vectors_pending: int
+    took_ms: float
+
+
+# session.* --------------------------------------------------------------------------------
+
+FlushOutcome = Literal["written", "nothing_to_store", "rejected", "duplicate"]
+
+
+class SessionOpenReply(TypedDict):
+    session_id: str
+    log_path: str
+    messages: int
+    resumed: bool
+
+
+class SessionAppendReply(TypedDict):
+    count: int
+
+
+class FlushReply(TypedDict):
+    outcome: FlushOutcome
+    path: NotRequired[str]
+
+
+class SessionFlushReply(FlushReply):
+    session_id: str
+
+
+class FlushError(TypedDict):
+    outcome: Literal["error"]
+    error: str
+    code: str
+
+
+class UsageReply(TypedDict):
+    flushed: bool
+    outcome: NotRequired[FlushOutcome]
+    path: NotRequired[str]
+    error: NotRequired[str]
+    code: NotRequired[str]
+
+
+class SessionClosed(TypedDict):
+    """What closing a session did (:meth:`SessionManager.close`)."""
+
+    summary_written: bool
+    messages: int
+    path: NotRequired[str]
+
+
+class GatesError(TypedDict):
+    outcome: Literal["error"]
+    error: str
+
+
+class SessionCloseReply(SessionClosed):
+    """``session.close``: the close, then the dream gates it was checked against."""
+
+    dream: dict[str, Any] | GatesError  # GateOutcome.to_dict()
+
+
+class IngestReply(TypedDict, total=False):
+    """``session.ingest``: what the transcript gained, and the flush or close after it
+    (``{accepted: true}`` alone when it runs in the background; ``{ingested: 0, skipped:
+    true}`` when a closed session already read the whole file)."""
+
+    ingested: int
+    count: int
+    offset: int
+    rewritten: bool
+    usage: UsageReply
+    flush: FlushReply | FlushError
+    close: SessionCloseReply
+    accepted: bool
+    skipped: bool
+
+
+class HookReply(TypedDict):
+    output: str | None
+    event: str
+
+
+# dream.* ----------------------------------------------------------------------------------
+
+
+class LossReply(TypedDict):
+    sections: int
+    lost: list[str]
+    lost_fraction: float
+    max_loss_fraction: float
+
+
+class DreamRunReply(TypedDict):
+    outcome: str
+    reason: str | None
+    gates: NotRequired[dict[str, Any]]  # GateOutcome.to_dict()
+    holder_pid: NotRequired[int]
+    consumed: NotRequired[list[str]]
+    archived: NotRequired[list[str]]
+    kept: NotRequired[list[str]]
+    waiting: NotRequired[list[str]]
+    truncated: NotRequired[list[str]]
+    backup: NotRequired[str | None]
+    chars: NotRequired[int]
+    dream_id: NotRequired[str | None]
+    archive: NotRequired[str]
+    detail: NotRequired[str]
+    loss: NotRequired[LossReply]
+    error: NotRequired[str]
+
+
+class DreamUndoReply(TypedDict):
+    path: str
+    restored: str | None
+    removed: bool
+    dream_time: str | None
+    saved_current: str | None
+    logs_restored: list[str]
+    forced: bool
+
+
+class DreamState(TypedDict):
+    """The dreamer's gates, lock and last run (:meth:`Dreamer.status`)."""
+
+    memory_chars: int
+    max_input_chars: int
+    memory_too_large: bool
+    enabled: bool
+    gates: dict[str, Any]  # GateOutcome.values()
+    lock: dict[str, Any]  # LockInfo.to_dict()
+    last_consolidation: str | None
+    last_run: dict[str, Any] | None  # time, outcome, reason, inputs of the last journal entry
+
+
+class DreamStatusReply(DreamState):
+    next_check: str  # RFC 3339 UTC, or "off"
+
+
+class DreamStatusError(TypedDict):
+    error: str
+
+
+# daemon.* ---------------------------------------------------------------------------------
+
+
+class PingReply(TypedDict):
+    ok: bool
+
+
+class ActorStatus(TypedDict):
+    """One workspace in ``daemon.status``'s ``actors``."""
+
+    scan: dict[str, int] | None
+    workspace: str
+    memory_dir: str
+    state: str
+    watcher: str
+    watcher_error: str | None
+    read_only: str | None
+    dirty: int
+    last_used: str  # RFC 3339 UTC
+    last_search: dict[str, Any] | None
+    index: StatsReply | dict[str, Any]  # empty while starting or scanning
+    sessions: list[dict[str, Any]]  # OpenSession.status()
+    dream: DreamStatusReply | DreamStatusError
+
+
+class SlotCounters(TypedDict):
+    """What the supervisor adds to each workspace in ``daemon.status``."""
+
+    failures: int
+    restarts: int
+    retry_in: float | None
+    last_error: str | None
+
+
+class RunningWorkspace(ActorStatus, SlotCounters):
+    pass
+
+
+class IdleWorkspace(SlotCounters):
+    """A workspace whose actor is starting, stopping, stopped or failed."""
+
+    workspace: str
+    memory_dir: str
+    state: str
+
+
+class UnreportedWorkspace(IdleWorkspace):
+    """A running actor whose status failed."""
+
+    status_error: str
+
+
+WorkspaceEntry = RunningWorkspace | IdleWorkspace | UnreportedWorkspace
+
+
+class DaemonStatusReply(TypedDict):
+    """``daemon.status``; the status hooks (confluence, secrets, restart_pending, service)
+    add their own keys."""
+
+    version: str
+    pid: int
+    uptime_secs: float
+    rss_bytes: int
+    loop: str
+    python: str
+    socket: str
+    config_file: str | None
+    memory_root: str
+    embedding_provider: str | None
+    embedding: str  # one line: the provider, its model and dimension
+    embedding_error: str | None
+    chat_model: str | None
+    actors: list[WorkspaceEntry]
+    # added by the status hooks (DaemonContext.extra_status)
+    restart_pending: NotRequired[list[str]]
+    service: NotRequired[str | None]
+    confluence: NotRequired[dict[str, Any]]
+    secrets: NotRequired[dict[str, Any]]
+
+
+# secrets.* --------------------------------------------------------------------------------
+
+
+class WorkspacePurge(TypedDict, total=False):
+    workspace: str
+    files: list[str]
+    redacted: int
+    history_files: int
+    journals: int
+    chunks_dropped: int
+    cache_entries_dropped: int
+    reindexed_files: int
+    index_removed: bool
+    error: str
+
+
+class GlobalPurge(TypedDict):
+    files: list[str]
+    redacted: int
+
+
+# "global" is a keyword: the functional form.
+PurgeReply = TypedDict(
+    "PurgeReply", {"global": NotRequired[GlobalPurge], "workspaces": list[WorkspacePurge]}
+)
+
+
+class ScanFindings(TypedDict):
+    files: list[dict[str, Any]]  # path, findings: [{line, kind, fingerprint}]
+    findings: int
+    rule_set: Any
+
+
+class ScanReply(ScanFindings):
+    scanned: int
+
+
+# agents.* and confluence.* ----------------------------------------------------------------
+# Their bodies are built by memoryd.store.agents_loader and runtime.workspace.confluence from
+# their own records (to_dict); typed as JSON objects here until those records are.
+
+AgentsResolveReply = dict[str, Any]
+AgentsListReply = dict[str, Any]
+ConfluenceRunReply = dict[str, Any]
+ConfluenceStatusReply = dict[str, Any]
