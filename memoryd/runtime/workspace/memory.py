@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -44,10 +42,10 @@ from memoryd.providers.embeddings import EmbeddingProvider, normalize, similarit
 from memoryd.runtime.workspace.embedding import EmbeddingState
 from memoryd.runtime.workspace.notes import append_note, memory_file
 from memoryd.runtime.workspace.search import Neighbours, SearchHit, SearchResponse, SideScan
+from memoryd.runtime.workspace.syncing import SYNC_ERRORS, Dirty, sync_big_file
 from memoryd.store.connection import DatabaseError
 from memoryd.store.files import read_text
 from memoryd.store.ftsstats import fts_rows
-from memoryd.store.heap import release_free_memory
 from memoryd.store.index import ChunkSettings, Index, SyncReport, knn_k
 from memoryd.store.layout import Workspace, resolve_client_path
 from memoryd.store.mirror import mirror_wanted
@@ -58,14 +56,7 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 
 BATCH_SYNC_MIN = 16  # sync this many dirty files or more in batched transactions
-BIG_SYNC_BYTES = 1 << 20  # a dirty file this big is read and chunked outside the DB phase
-BIG_SYNC_CHUNKS = 500  # ... and written this many chunks per DB phase
 MAX_GET_CHARS = 256 * 1024  # memory.get answers at most this much text; the rest by `from`
-
-
-@dataclass(slots=True)
-class _Dirty:
-    paths: set[Path] = field(default_factory=set)
 
 
 class WorkspaceMemory:
@@ -99,12 +90,7 @@ class WorkspaceMemory:
             vectors_in_memory=mirror_wanted(config.index.vectors_in_memory),
         )
         self.embedding = EmbeddingState(provider=provider.model_id if provider else None)
-        self._dirty = _Dirty()
-        self._big: set[Path] = set()  # dirty files over BIG_SYNC_BYTES, for sync_big()
-        self._watched_dirs = (root, workspace.dir, workspace.sessions_dir)
-        self._dir_marks: dict[Path, int] = {}  # their mtimes when last listed (_catch_up)
-        self.big_pending = anyio.Event()
-        """Set when a search left big dirty files to :meth:`sync_big` (the actor runs it)."""
+        self._dirty = Dirty((root, workspace.dir, workspace.sessions_dir))
         self._db = anyio.CapacityLimiter(1)
         self._accesses: list[str] = []  # chunk ids returned to callers, not yet counted
         self._vectors = VectorReader(workspace.index_path)
@@ -210,21 +196,26 @@ class WorkspaceMemory:
         self.config = config
 
     def mark_dirty(self, paths: Iterable[Path]) -> None:
-        self._dirty.paths.update(paths)
+        self._dirty.mark(paths)
 
     @property
     def dirty_count(self) -> int:
         return len(self._dirty.paths)
 
-    def _take_dirty(self) -> list[Path]:
-        paths, self._dirty.paths = self._dirty.paths, set()
-        return sorted(paths)
+    @property
+    def big_pending(self) -> anyio.Event:
+        """Set when a search left big dirty files to :meth:`sync_big` (the actor runs it)."""
+        return self._dirty.big_pending
+
+    @big_pending.setter
+    def big_pending(self, event: anyio.Event) -> None:
+        self._dirty.big_pending = event
 
     # ------------------------------------------------------------------ sync
 
     async def sync(self) -> SyncReport:
         """Sync every dirty path now (SPEC §4); paths the index cannot take stay dirty."""
-        report = await self.sync_paths(self._split_big(self._take_dirty()))
+        report = await self.sync_paths(self._dirty.split_big(self._dirty.take()))
         report.add(await self.sync_big())
         return report
 
@@ -233,39 +224,11 @@ class WorkspaceMemory:
         renamed or deleted) since the last look, list it and mark the files the index does
         not know (or that are gone) dirty — a burst the watcher has not reported yet is
         then fully visible to this search (issue #17). Three ``stat`` calls otherwise."""
-        marks = {}
-        for directory in self._watched_dirs:
-            try:
-                marks[directory] = os.stat(directory).st_mtime_ns
-            except OSError:
-                marks[directory] = -1
-        if marks == self._dir_marks:
+        marks = self._dirty.dirs_changed()
+        if marks is None:
             return
         self.mark_dirty(await self._run(self.index.unlisted))
-        self._dir_marks = marks  # as seen before listing: a change meanwhile is seen next time
-
-    def _split_big(self, paths: list[Path]) -> list[Path]:
-        """``paths`` without the files over :data:`BIG_SYNC_BYTES`, which go to
-        :meth:`sync_big` instead (and wake it). In the event loop."""
-        small = self._big_aside(paths)
-        if self._big:
-            self.big_pending.set()
-        return small
-
-    def _big_aside(self, paths: list[Path]) -> list[Path]:
-        """``paths`` without the big files, which are put aside for :meth:`sync_big` (any
-        thread; the caller wakes it: :meth:`_read_candidates` after its DB phase)."""
-        small: list[Path] = []
-        for path in paths:
-            try:
-                big = os.stat(path).st_size > BIG_SYNC_BYTES
-            except OSError:
-                big = False
-            if big:
-                self._big.add(path)
-            else:
-                small.append(path)
-        return small
+        self._dirty.listed(marks)
 
     async def sync_big(self) -> SyncReport:
         """Sync the big dirty files one by one: each is read and chunked in a worker thread
@@ -274,45 +237,16 @@ class WorkspaceMemory:
         A search does not wait for this (issue #17: a file over the size limit must not make
         its workspace unresponsive); the file is searchable once it is written."""
         report = SyncReport()
-        while self._big:
-            path = self._big.pop()
+        while self._dirty.big:
+            path = self._dirty.big.pop()
             if not self.index.belongs(path):
                 continue
-            started = time.perf_counter()
-            item = await anyio.to_thread.run_sync(self.index.prepare, path)
-            prepared = time.perf_counter()
-            # Written in phases of BIG_SYNC_CHUNKS chunks (a growing prefix of the file):
-            # a search waits for one phase at most, never for the whole file.
-            total = len(item.chunks) if item.chunks is not None else 0
-            counts = range(BIG_SYNC_CHUNKS, total + BIG_SYNC_CHUNKS, BIG_SYNC_CHUNKS)
-            parts = [item.prefix(n) for n in counts] if total > BIG_SYNC_CHUNKS else [item]
             try:
-                for number, part in enumerate(parts, 1):
-                    last = number == len(parts)
-                    written = await self._run(
-                        functools.partial(self.index.write_prepared, part, last=last)
-                    )
-                    if last:
-                        report.add(written)
-                    else:
-                        report.chunks_added += written.chunks_added
-                        report.chunks_removed += written.chunks_removed
-            except (StorageError, DatabaseError) as exc:  # disk full …: the next sync retries
+                report.add(await sync_big_file(self.index, self._run, path, self.log))
+            except SYNC_ERRORS as exc:  # disk full …: the next sync retries
                 self.log.warning("index.sync_failed", path=str(path), error=str(exc))
                 self.mark_dirty([path])
                 report.errors.append(f"{path}: {exc}")
-                continue
-            phases = len(parts)
-            del item, parts, part
-            await anyio.to_thread.run_sync(release_free_memory)  # its text and chunks
-            self.log.info(
-                "index.big_file_synced",
-                path=str(path),
-                chunks=total,
-                phases=phases,
-                prepare_secs=round(prepared - started, 3),
-                write_secs=round(time.perf_counter() - prepared, 3),
-            )
         return report
 
     async def sync_paths(self, paths: Iterable[Path]) -> SyncReport:
@@ -433,7 +367,7 @@ class WorkspaceMemory:
         vectors, sqlite-vec's scan runs beside it on the reader's connection (a
         :class:`SideScan`); the phase waits for it to merge."""
         await self._catch_up()
-        dirty = self._split_big(self._take_dirty())
+        dirty = self._dirty.split_big(self._dirty.take())
         k = knn_k(limit, sources)
         side = None
         if vector is not None and self.index.vec_dims is not None and self.index.mirror is None:
@@ -446,8 +380,7 @@ class WorkspaceMemory:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(side.run, self._vec_db)
                 read = await self._run(self._candidates_phase, *args)
-        if self._big:  # stale big files the phase put aside
-            self.big_pending.set()
+        self._dirty.wake_big()  # stale big files the phase put aside
         return read
 
     def _candidates_phase(
@@ -480,7 +413,7 @@ class WorkspaceMemory:
         elif copy_scan is not None:
             knn = copy_scan.result()
         found = self.index.merged(hits, knn, sources)
-        stale = self._big_aside(self.index.stale(c.path for c in found))
+        stale = self._dirty.big_aside(self.index.stale(c.path for c in found))
         if stale:  # changed on disk, not yet reported by the watcher: sync, read again
             report.add(self._sync_tolerant(stale))
             found = self.index.candidates(match, vector, limit, sources)
@@ -653,7 +586,7 @@ class WorkspaceMemory:
                 self.index.set_embedding_identity(
                     self.provider.model_id, self.provider.dims, force=True
                 )
-            return self._sync_tolerant(self.index.disk_files() + self._take_dirty())
+            return self._sync_tolerant(self.index.disk_files() + self._dirty.take())
 
         self.scan = {"done": 0, "total": 0}  # before the phase waits for the index
         try:
