@@ -145,7 +145,7 @@ def test_status_and_doctor_say_when_embedding_calls_time_out_and_what_to_change(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from tests.test_cli_daemon import wait_until
-    from tests.test_cli_memory import running_daemon
+    from tests.test_cli_memory import running_daemon, workspace_dir
 
     # 40 ms per text: a batch of 32 needs 1.3 s, more than embedding.timeout_secs = 0.5
     with EmbeddingServer(secs_per_text=0.04) as slow:
@@ -161,10 +161,12 @@ def test_status_and_doctor_say_when_embedding_calls_time_out_and_what_to_change(
             for key, value in env.items():
                 monkeypatch.setenv(key, value)
             ws = str(daemon.project)
-            notes = "\n\n".join(
-                f"## Note {i}\n\nslow servers need small batches {i}" for i in range(40)
-            )
-            assert run(capsys, "remember", notes, "-w", ws)[0] == 0
+            sessions = daemon.memory / workspace_dir(daemon) / "sessions"
+            sessions.mkdir(parents=True)
+            for i in range(40):  # 40 files before the workspace starts: one cold start
+                text = f"# Log {i}\n\n## Note {i}\n\nslow servers, small batches, part {i}\n"
+                (sessions / f"2026-01-01-slow-{i:08d}.md").write_text(text)
+            assert run(capsys, "search", "slow servers", "-w", ws)[0] == 0  # starts it
 
             def advised() -> bool:
                 _, out, _ = run(capsys, "status", "--json")
