@@ -177,6 +177,8 @@ async def test_flush_on_a_failing_disk_keeps_the_log_and_the_session(
         llm.queue("## Build flags\n\nThe kept build flag is -O2.\n")
         first = await d.call("session.flush", session_id="disk-full-1")
         log = home / "memory" / first["path"]
+        more = [{"role": "user", "content": "and something new"}]
+        await d.call("session.append", session_id="disk-full-1", messages=more)
         before = snapshot(ws)
         llm.queue("## Second thoughts\n\nSomething new.\n")
         with fault(lambda p: p == str(log), errno.ENOSPC):
@@ -188,7 +190,7 @@ async def test_flush_on_a_failing_disk_keeps_the_log_and_the_session(
         status = await d.actor_status(path)
         assert status is not None
         (session,) = status["sessions"]
-        assert session["messages"] == 1 and session["last_flush"]["outcome"] == "error"
+        assert session["messages"] == 2 and session["last_flush"]["outcome"] == "error"
         llm.queue("## Second thoughts\n\nSomething new.\n")
         again = await d.call("session.flush", session_id="disk-full-1")
         assert again["outcome"] == "written"

@@ -498,9 +498,13 @@ def test_two_daemons_dreaming_together_lose_and_duplicate_nothing(
             facts[write_log(ws, n)] = f"Fact {n}"
 
         rounds = 10
+        # A word of its own in each round's first fact, so a search can find that fact: the
+        # words every fact shares match nothing (issue 19) and numbers are not keywords.
+        words = "alpha bravo charlie delta echo foxtrot golf hotel india juliett".split()
         for r in range(rounds):
             n = 10 * r + 1
-            facts[write_log(ws, n)] = f"Fact {n}"
+            fact = f"Fact {n} {words[r]}"
+            facts[write_log(ws, n, fact=fact)] = fact
             early, late = jitter.sample([first, second], 2)
             slow, fast = jitter.uniform(0.1, 0.15), jitter.uniform(0.0, 0.04)
             # Mostly, the dream that started first (with less material) finishes last.
@@ -525,11 +529,15 @@ def test_two_daemons_dreaming_together_lose_and_duplicate_nothing(
         assert_no_duplicates(memory)
         assert sum(outcomes.values()) == 2 * rounds and outcomes["written:None"] >= rounds
         assert first.running and second.running
+        line = memory.splitlines().index("## Fact 71 hotel") + 1  # a chunk may hold several
         for daemon in (first, second):
             errors = [e for e in daemon.events() if e.get("level") in ("error", "critical")]
             assert errors == [], errors
-            found = daemon.call("memory.search", workspace=str(path), query="Fact 71")
-            assert any(r["path"].endswith("MEMORY.md") for r in found["results"])
+            found = daemon.call("memory.search", workspace=str(path), query="Fact 71 hotel")
+            assert any(
+                r["path"].endswith("MEMORY.md") and r["start_line"] <= line <= r["end_line"]
+                for r in found["results"]
+            ), (line, found)
     finally:
         second.kill()
 

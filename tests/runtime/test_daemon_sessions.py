@@ -126,6 +126,8 @@ async def test_every_session_method_answers_its_documented_shape(home: Path, llm
         assert "/var/cache/zebrafish" in llm.prompts[-1].user.split("## Transcript")[0]
 
         # One flush per session at a time: a second one while the first waits is busy.
+        # (It needs a new message: a flush with none since the last one asks no model.)
+        await d.call("session.append", session_id="sess-0001", messages=[user("how often?")])
         with llm.holding():
             async with anyio.create_task_group() as tg:
                 llm.queue("## Pruning\n\nPrune weekly.\n")
@@ -138,7 +140,7 @@ async def test_every_session_method_answers_its_documented_shape(home: Path, llm
         closed = await d.call("session.close", session_id="sess-0001")
         assert closed == {
             "summary_written": True,
-            "messages": 6,
+            "messages": 7,
             "path": flushed["path"],
             "dream": {"outcome": "too_few_sessions", "count": 0, "min": 5},
         }
