@@ -13,6 +13,7 @@ A broken cache file must not stop embedding: a store failure is remembered in
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Protocol, runtime_checkable
 
 import anyio.to_thread
@@ -20,7 +21,7 @@ import blake3
 
 from memoryd.core.ranking import SimilarityScale
 from memoryd.errors import EmbeddingError, StorageError
-from memoryd.providers.embeddings import EmbeddingProvider, similarity_scale
+from memoryd.providers.embeddings import EmbeddingProvider, foreground, similarity_scale
 from memoryd.store.embedcache import EmbeddingCacheStore
 
 
@@ -71,6 +72,10 @@ class CachedProvider:
     @property
     def similarity(self) -> SimilarityScale:
         return similarity_scale(self.inner)
+
+    def foreground(self) -> AbstractContextManager[None]:
+        """The inner provider's :func:`~memoryd.providers.embeddings.foreground`."""
+        return foreground(self.inner)
 
     async def probe(self) -> int:
         """Probe the inner provider when it needs it; returns the dimension."""

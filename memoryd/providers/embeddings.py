@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Protocol, runtime_checkable
 
 import blake3
@@ -92,3 +93,10 @@ class HashProvider:
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         return [self.embed_one(t) for t in texts]
+
+
+def foreground(provider: object) -> AbstractContextManager[None]:
+    """A context in which the provider puts a search's work first (its ``foreground()``, as
+    the ``local`` model has: background batches wait); a no-op for other providers."""
+    method = getattr(provider, "foreground", None)
+    return method() if callable(method) else nullcontext()

