@@ -95,8 +95,37 @@ def run(agent: str, config: str | None = None) -> int:
     return 0
 
 
+def quick_args(argv: Sequence[str]) -> tuple[str, str | None] | None:
+    """``(agent, config)`` for the forms an agent runs — ``AGENT``, ``AGENT --config F``,
+    ``--config F AGENT`` (or ``--config=F``) with a known AGENT — else None (the parser
+    decides)."""
+    match list(argv):
+        case [agent]:
+            config = None
+        case [agent, "--config", config] | ["--config", config, agent]:
+            pass
+        case [agent, option] if option.startswith("--config="):
+            config = option.removeprefix("--config=")
+        case [option, agent] if option.startswith("--config="):
+            config = option.removeprefix("--config=")
+        case _:
+            return None
+    if agent not in AGENTS or (config is not None and config.startswith("-")):
+        return None
+    return agent, config
+
+
 def main_hook(argv: Sequence[str]) -> int:
-    """``memoryd hook …`` without the rest of the command line."""
+    """``memoryd hook …`` without the rest of the command line.
+
+    The forms agents run are read by :func:`quick_args`: building an argparse parser costs
+    ~8 ms (its help formatter and message catalogue lookups), more than the daemon's whole
+    answer. Anything else goes to the parser :func:`add_parser` builds, which says what is
+    wrong.
+    """
+    quick = quick_args(argv)
+    if quick is not None:
+        return run(*quick)
     parser = argparse.ArgumentParser(prog="memoryd")
     subcommands = parser.add_subparsers(dest="command", required=True)
     add_parser(subcommands)

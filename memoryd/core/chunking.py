@@ -47,7 +47,6 @@ from memoryd.core.templates import is_scaffold
 
 __all__ = [
     "CHUNKER_VERSION",
-    "MIN_CHUNK_CHARS",
     "Chunk",
     "chunk_ids",
     "chunk_markdown",
@@ -59,7 +58,6 @@ __all__ = [
 ]
 
 HEADING_SEPARATOR = " > "
-MIN_CHUNK_CHARS = 200
 CHUNKER_VERSION = 2
 SCAFFOLD_MAX_LINES = 5  # a scaffold section is never longer (see _merge_small)
 """Bumped whenever the same text and settings would give other chunks or indexed text: an

@@ -12,18 +12,18 @@ state dir, socket and config file). :func:`render_toml` and :func:`as_dict` serv
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 import tomllib
 from collections.abc import Iterator, Mapping
 from dataclasses import MISSING, Field, dataclass, field, fields, is_dataclass
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from memoryd.core.chunking import MIN_CHUNK_CHARS
-from memoryd.core.secrets import Scrubber, check_patterns, scrubber
 from memoryd.errors import ConfigError
+
+if TYPE_CHECKING:
+    from memoryd.core.secrets import Scrubber
 
 # Environment variables named MEMORYD_* that are not configuration keys.
 NOT_CONFIG_ENV = frozenset({"MEMORYD_HOME", "MEMORYD_CONFIG"})
@@ -139,7 +139,7 @@ class IndexConfig:
 
     max_chunk_chars: int = _int(1600, low=1)
     chunk_overlap_chars: int = _int(320)
-    min_chunk_chars: int = _int(MIN_CHUNK_CHARS)
+    min_chunk_chars: int = _int(200)  # smaller sections merge with the next (core.chunking)
     reconcile_secs: float = _num(300.0, above=True)
     watch_debounce_ms: int = _int(50)
     vectors_in_memory: str = _text("auto", choices=VECTORS_IN_MEMORY)
@@ -258,6 +258,8 @@ class SecretsConfig:
 
     def scrubber(self) -> Scrubber:
         """The scrubber with these rules (built once per distinct set)."""
+        from memoryd.core.secrets import scrubber  # not at import: a config load needs none
+
         return scrubber(self.extra_patterns, self.allow_patterns)
 
 
@@ -373,10 +375,17 @@ def parse_toml(text: str, origin: str) -> dict[str, Any]:
         ) from None
 
 
+def _closest(word: str, candidates: list[str]) -> list[str]:
+    """The one candidate close to a misspelt ``word``, if any."""
+    import difflib  # only for a mistake: a config load does not pay for it
+
+    return difflib.get_close_matches(word, candidates, n=1)
+
+
 def _unknown(key: str, candidates: list[str], source: str) -> ConfigError:
     last = key.rsplit(".", 1)[-1]  # a known key in the wrong section?
     close = [k for k in LEAVES if k.rsplit(".", 1)[-1] == last][:1]
-    close = close or difflib.get_close_matches(key, candidates, n=1)
+    close = close or _closest(key, candidates)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     return ConfigError(f"unknown key {key!r}{hint} in {source}", key=key, source=source)
 
@@ -486,7 +495,7 @@ def _env_layer(env: Mapping[str, str]) -> dict[str, tuple[Any, str]]:
             continue
         key = _ENV.get(name)
         if key is None:
-            close = difflib.get_close_matches(name, list(_ENV), n=1)
+            close = _closest(name, list(_ENV))
             hint = f" (did you mean {close[0]}?)" if close else ""
             raise ConfigError(f"unknown environment variable {name}{hint}", variable=name)
         if LEAVES[key].kind == "tables":
@@ -547,13 +556,30 @@ def resolve(
     overlap_error = _overlap_error(values, sources)
     if overlap_error is not None:
         raise overlap_error
-    for key in PATTERN_KEYS:
-        check_patterns(values[key], f"{key} (from {sources[key]})", key)
+    pattern_errors = _pattern_errors(values, sources)
+    if pattern_errors:
+        raise pattern_errors[0]
     config: Config = _build(Config, "", values)
     return Resolved(config, MappingProxyType(sources))
 
 
 PATTERN_KEYS = ("secrets.extra_patterns", "secrets.allow_patterns")
+
+
+def _pattern_errors(values: Mapping[str, Any], sources: Mapping[str, str]) -> list[ConfigError]:
+    """The user's secret patterns that do not compile (the secrets module, and its rule
+    table, is imported only when there are some: ``memoryd hook`` loads the config)."""
+    errors: list[ConfigError] = []
+    if not any(values[key] for key in PATTERN_KEYS):
+        return errors
+    from memoryd.core.secrets import check_patterns
+
+    for key in PATTERN_KEYS:
+        try:
+            check_patterns(values[key], f"{key} (from {sources[key]})", key)
+        except ConfigError as exc:
+            errors.append(exc)
+    return errors
 
 
 def _overlap_error(values: Mapping[str, Any], sources: Mapping[str, str]) -> ConfigError | None:
@@ -585,9 +611,5 @@ def problems(file_data: Mapping[str, Any], *, file_origin: str = "") -> list[Con
     overlap_error = _overlap_error(values, sources)
     if overlap_error is not None:
         errors.append(overlap_error)
-    for key in PATTERN_KEYS:
-        try:
-            check_patterns(values[key], f"{key} (from {sources[key]})", key)
-        except ConfigError as exc:
-            errors.append(exc)
+    errors.extend(_pattern_errors(values, sources))
     return errors

@@ -16,7 +16,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from memoryd.core.agents.roles import table_problems
 from memoryd.core.config import (
     Config,
     Resolved,
@@ -87,6 +86,9 @@ def check(path: str) -> Resolved:
 def check_all(path: str) -> list[MemorydError]:
     """Every error in one config file (no environment, no flags), the ``[agents]`` role and
     persona tables included; empty when the file is valid."""
+    # here, not at module level: the agents package (and yaml) is no part of loading a config
+    from memoryd.core.agents.roles import table_problems
+
     try:
         data = read_file(path)
     except ConfigError as exc:

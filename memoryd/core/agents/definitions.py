@@ -17,8 +17,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, NoReturn, TypeVar, get_args
 
-import yaml
-
 from memoryd.errors import AgentConfigError
 
 Effort = Literal["low", "medium", "high", "xhigh", "max"]
@@ -195,6 +193,8 @@ def split_front_matter(text: str, origin: str) -> tuple[dict[str, Any], str]:
         fail(origin, "front matter", "no closing '---' line")
     raw_yaml = rest[: closing.start()]
     body = rest[closing.end() :]
+    import yaml  # here, not at module level: ~10 ms that only definition files need
+
     try:
         meta = yaml.safe_load(raw_yaml)
     except yaml.YAMLError as exc:

@@ -14,8 +14,8 @@ class ChunkSettings:
     max_chars: int = 1600
     overlap_chars: int = 320
     min_chars: int = 0
-    """``index.min_chunk_chars`` (:data:`~memoryd.core.chunking.MIN_CHUNK_CHARS` in the
-    config): smaller sections are merged with the next; 0 here keeps one chunk a section."""
+    """``index.min_chunk_chars`` (200 in the config): smaller sections are merged with the
+    next; 0 here keeps one chunk a section."""
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
     """``index.max_file_bytes``: how much of one file is indexed."""
 
