@@ -193,6 +193,42 @@ class SessionClosed(TypedDict):
     path: NotRequired[str]
 
 
+class LastFlush(TypedDict):
+    at: str | None
+    outcome: str
+    trigger: str | None
+    error: str | None
+
+
+class SessionStatus(TypedDict):
+    """One open session in ``daemon.status`` (its actor's ``sessions``)."""
+
+    session_id: str
+    subagent: bool
+    opened_at: str | None
+    messages: int
+    unflushed: int
+    last_activity: str | None
+    next_idle_flush: str | None
+    flushing: bool
+    closing: bool
+    last_flush: LastFlush | None
+    log_path: str
+    usage: dict[str, Any] | None
+    last_ingest: dict[str, Any] | None  # path, format, offset, at
+    last_seen: str | None
+    idle_close_at: str | None
+
+
+class ListedSession(SessionStatus):
+    workspace: str
+    memory_dir: str
+
+
+class SessionListReply(TypedDict):
+    sessions: list[ListedSession]
+
+
 class GatesError(TypedDict):
     outcome: Literal["error"]
     error: str
@@ -306,7 +342,7 @@ class ActorStatus(TypedDict):
     last_used: str  # RFC 3339 UTC
     last_search: dict[str, Any] | None
     index: StatsReply | dict[str, Any]  # empty while starting or scanning
-    sessions: list[dict[str, Any]]  # OpenSession.status()
+    sessions: list[SessionStatus]
     dream: DreamStatusReply | DreamStatusError
 
 

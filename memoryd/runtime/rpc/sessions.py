@@ -13,9 +13,11 @@ from memoryd.core import params as p
 from memoryd.core.flushing import parse_messages
 from memoryd.core.params import check_session_id
 from memoryd.core.replies import (
+    ListedSession,
     SessionAppendReply,
     SessionCloseReply,
     SessionFlushReply,
+    SessionListReply,
     SessionOpenReply,
     UsageReply,
 )
@@ -85,19 +87,22 @@ def register(table: MethodTable, ctx: DaemonContext) -> None:
         return {**await actor.session_flush(session_id), "session_id": session_id}
 
     @table.method("session.list")
-    async def session_list(params: dict[str, Any]) -> dict[str, Any]:
+    async def session_list(params: dict[str, Any]) -> SessionListReply:
         p.known_only(params, ("workspace",))
         only: str | None = None
         if params.get("workspace") is not None:
             async with workspace_actor(supervisor, params, READ) as actor:
                 only = actor.workspace.key.dirname
-        sessions: list[dict[str, Any]] = []
+        sessions: list[ListedSession] = []
         for key, slot in sorted(supervisor.slots.items()):
             running = slot.actor
             if running is None or not running.ready or (only is not None and key != only):
                 continue
-            where = {"workspace": str(slot.workspace.path), "memory_dir": key}
-            sessions.extend({**where, **entry} for entry in running.sessions.status())
+            path = str(slot.workspace.path)
+            sessions.extend(
+                {"workspace": path, "memory_dir": key, **entry}
+                for entry in running.sessions.status()
+            )
         return {"sessions": sessions}
 
     @table.method("session.close")

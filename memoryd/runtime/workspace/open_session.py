@@ -11,6 +11,7 @@ from typing import Any, Self
 import anyio
 
 from memoryd.core.flushing import Message
+from memoryd.core.replies import SessionStatus
 from memoryd.core.times import rfc3339
 from memoryd.store.files import read_text
 from memoryd.store.journal import FlushState, IngestMark, Journal, JournalState
@@ -65,7 +66,7 @@ class OpenSession:
         texts = (read_text(sessions_dir / name) for name in self.log_names.values())
         return [text for text in texts if text]
 
-    def status(self, log_path: str, idle_close_secs: float = 0.0) -> dict[str, Any]:
+    def status(self, log_path: str, idle_close_secs: float = 0.0) -> SessionStatus:
         """What ``daemon.status`` shows of this session (its actor's ``sessions``)."""
         f = self.flush
         return {

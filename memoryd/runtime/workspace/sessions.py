@@ -51,6 +51,7 @@ from memoryd.core.replies import (
     SessionAppendReply,
     SessionClosed,
     SessionOpenReply,
+    SessionStatus,
     UsageReply,
 )
 from memoryd.core.secrets import Scrubber
@@ -613,7 +614,7 @@ class SessionManager:
         """The open sessions themselves (for the idle-close loop; replies use :meth:`status`)."""
         return list(self._sessions.values())
 
-    def status(self) -> list[dict[str, Any]]:
+    def status(self) -> list[SessionStatus]:
         """Per open session: message count, last activity, next idle flush, last flush."""
         today = self._now().date()
         return [
