@@ -58,8 +58,9 @@ __all__ = [
 ]
 
 HEADING_SEPARATOR = " > "
-CHUNKER_VERSION = 2
+CHUNKER_VERSION = 3
 SCAFFOLD_MAX_LINES = 5  # a scaffold section is never longer (see _merge_small)
+ANCHOR_SPAN = 1.0  # a run of small sections holds about this many min_chars (_merge_small)
 """Bumped whenever the same text and settings would give other chunks or indexed text: an
 index built by another version is re-chunked (see :func:`chunker_signature`)."""
 
@@ -271,48 +272,67 @@ def _content_size(lines: Sequence[str], first: int, stop: int) -> int:
 def _merge_small(
     lines: Sequence[str], filled: Sequence[_Section], min_chars: int, max_chars: int
 ) -> list[_Section]:
-    """Merge each section with less than ``min_chars`` of content into the next one.
+    """Group sections so that each group has ``min_chars`` of content, stably.
 
-    A group is a run of small sections and the first section after them that has
-    ``min_chars`` of content on its own; small sections at the end of the file join the
-    group before them (or, in a file with no such section, make one group). Whether a
-    section ends a group depends on that section alone, so an edit changes at most the group
-    it is in (and an insert at the top, the first group): the chunks after it keep their text
-    and ids. A long run of small sections makes one long group, cut into pieces like any
-    long section. A group's heading is its first section's, or its last section's when that
-    one is nested under the first (a title line followed by its first subsection) or the
-    group is long enough to be cut into pieces (most of which are the last section's).
+    Content-defined, the way rsync and deduplicating backups cut files, so that whether a
+    cut falls after a section depends on that section alone, never on where the previous
+    cut fell:
+
+    - a section ends a *run* when it has ``min_chars`` of content itself, or when it is an
+      *anchor* (:func:`_anchor`: by the hash of its text, with a probability that makes a
+      run hold about :data:`ANCHOR_SPAN` × ``min_chars``);
+    - a run with less than ``min_chars`` joins the runs after it up to one that has that
+      much on its own; small runs at the end of the file join the group before them.
+
+    So an edit or an insert changes the groups around it and no others (an insert at the
+    top, the first group only), and a file of small notes (one-line ``remember`` notes)
+    makes groups of a few notes each, not one blob. A scaffold template stays alone (search
+    never returns it, SPEC §2). A group's heading is its first section's, or its last
+    section's when that one is nested under the first (a title line followed by its first
+    subsection) or the group is long enough to be cut into pieces (most of which are the
+    last section's).
     """
-    out: list[_Section] = []
-    mergeable: list[bool] = []  # per group of out: may a small tail join it?
-    group: list[_Section] = []  # the small sections waiting for a large one
     comments = any("<!--" in lines[i] for s in filled for i in range(s.first, s.stop))
+    groups: list[tuple[list[_Section], bool]] = []  # (sections, sealed: takes no other)
+    group: list[_Section] = []  # small runs waiting for a large one
+    run: list[_Section] = []
+    run_content = 0
     for section in filled:
-        # A scaffold is a title and one ">" line, blanks between (SPEC §2).
-        if section.stop - section.first <= SCAFFOLD_MAX_LINES and is_scaffold(
-            "\n".join(lines[section.first : section.stop])
-        ):
-            # A scaffold template stays alone: search never returns it (SPEC §2), so no
-            # note may be merged into it (nor it into a note).
-            if group:
-                out.append(_group(lines, group, max_chars))
-                mergeable.append(True)
-                group = []
-            out.append(section)
-            mergeable.append(False)
+        text = "\n".join(lines[section.first : section.stop])
+        if section.stop - section.first <= SCAFFOLD_MAX_LINES and is_scaffold(text):
+            if group or run:
+                groups.append((group + run, False))
+                group, run, run_content = [], [], 0
+            groups.append(([section], True))
             continue
-        group.append(section)
-        if _section_content(lines, section, comments) >= min_chars:
-            out.append(_group(lines, group, max_chars))
-            mergeable.append(True)
-            group = []
-    if group:
-        if out and mergeable[-1]:
+        size = _section_content(lines, section, comments)
+        run.append(section)
+        run_content += size
+        if size >= min_chars or _anchor(text, size / min_chars):
+            group.extend(run)
+            if run_content >= min_chars:
+                groups.append((group, False))
+                group = []
+            run, run_content = [], 0
+    out = [
+        members[0] if sealed else _group(lines, members, max_chars) for members, sealed in groups
+    ]
+    tail = group + run
+    if tail:
+        if groups and not groups[-1][1]:  # the group before takes it, its heading kept
             last = out.pop()
-            out.append(_Section(last.heading, last.first, group[-1].stop))
+            out.append(_Section(last.heading, last.first, tail[-1].stop))
         else:
-            out.append(_group(lines, group, max_chars))
+            out.append(_group(lines, tail, max_chars))
     return out
+
+
+def _anchor(text: str, share: float) -> bool:
+    """Whether a small section ends its run: with probability ``share / ANCHOR_SPAN`` (its
+    content as a share of ``min_chars``), decided by the hash of its text — so a run holds
+    about ``ANCHOR_SPAN × min_chars`` of content whatever the size of its notes."""
+    draw = int.from_bytes(blake3.blake3(text.encode()).digest(length=4), "big") / 2**32
+    return draw < share / ANCHOR_SPAN
 
 
 def _section_content(lines: Sequence[str], section: _Section, comments: bool) -> int:

@@ -442,3 +442,14 @@ def test_indexed_text_leaves_html_comments_out() -> None:
     assert indexed_text("a\n<!-- dream 2026-01-01\nconsumed: x.md -->\n") == "a\n \n"
     assert indexed_text("<!-- unclosed\nrest") == " "
     assert indexed_text("no comment") == "no comment"
+
+
+def test_a_file_of_one_line_notes_makes_groups_of_a_few_notes_not_one_blob() -> None:
+    notes = "\n\n".join(
+        f"## Note {i}: the build uses tool number {i} for step {i}" for i in range(60)
+    )
+    chunks = chunk_markdown(notes, 1600, 320, 200)
+    sizes = [content(c.text) for c in chunks]
+    assert all(size >= 200 for size in sizes)
+    assert len(chunks) >= 4  # about 60 × 55 chars in groups of a few notes
+    assert max(sizes) < 1600
