@@ -438,11 +438,126 @@ class ScanReply(ScanFindings):
     scanned: int
 
 
-# agents.* and confluence.* ----------------------------------------------------------------
-# Their bodies are built by memoryd.store.agents_loader and runtime.workspace.confluence from
-# their own records (to_dict); typed as JSON objects here until those records are.
+# agents.* (SPEC §9) -----------------------------------------------------------------------
 
-AgentsResolveReply = dict[str, Any]
-AgentsListReply = dict[str, Any]
-ConfluenceRunReply = dict[str, Any]
-ConfluenceStatusReply = dict[str, Any]
+
+class EffectiveConfig(TypedDict):
+    """The effective runtime config of a sub-agent: exactly the SPEC §9 fields."""
+
+    model: str | None
+    reasoning_effort: str | None
+    capability_mode: str | None
+    persona: str | None
+    persona_instructions: str | None
+    role_prompt: str | None
+    role_prompt_warning: str | None
+    role_name: str | None
+    persona_error: str | None
+    isolation: str
+
+
+class DefinitionView(TypedDict):
+    """An agent definition as clients see it (snake_case keys)."""
+
+    name: str
+    description: str
+    prompt: str
+    prompt_mode: str
+    tool_config: dict[str, Any] | None
+    capability_mode: str | None
+    permission_mode: str | None
+    tools: list[str] | None
+    disallowed_tools: list[str]
+    effort: str | None
+    max_turns: int | None
+    isolation: str
+    model: str
+    hooks: dict[str, Any] | None
+    mcp_servers: list[str] | dict[str, Any] | None
+    mcp_inheritance: str | dict[str, list[str]]
+    skills: list[str]
+
+
+class ResolvedDefinition(DefinitionView):
+    origin: str | None
+    path: str | None
+
+
+class AgentsResolveReply(EffectiveConfig):
+    definition: ResolvedDefinition | None
+
+
+class AgentEntryView(TypedDict):
+    name: str
+    description: str
+    origin: str
+    path: str
+
+
+class TableEntryView(TypedDict):
+    name: str
+    description: str | None
+    origin: str
+    path: str | None
+
+
+class ConfigProblemView(TypedDict):
+    file: str
+    field: str | None
+    message: str
+
+
+class AgentsListReply(TypedDict):
+    agents: list[AgentEntryView]
+    roles: list[TableEntryView]
+    personas: list[TableEntryView]
+    errors: list[ConfigProblemView]
+
+
+# confluence.* (SPEC §10) ------------------------------------------------------------------
+
+
+class ConfluenceCounts(TypedDict):
+    workspaces: int
+    new_sections: int
+    batches: int
+    candidates: int
+    shared: int
+    rejected: int
+    duplicates: int
+    model_calls: int
+    errors: int
+
+
+class ConfluenceRunReply(TypedDict):
+    """``confluence.run`` (and the state's ``last_run``/``last_work``)."""
+
+    outcome: str  # done | partial | failed | refused | skipped
+    skipped: str | None  # no_new_material | disabled
+    trigger: str
+    started_at: str
+    finished_at: str | None
+    counts: ConfluenceCounts
+    errors: list[dict[str, Any]]  # stage, message, where
+    rejections: list[dict[str, Any]]  # title, reason, by
+    accepted: list[dict[str, Any]]  # title, sources
+    refused: dict[str, Any] | None  # path, reason, next_step, repository
+    path: str
+    message: NotRequired[str]
+
+
+class ConfluenceSummary(TypedDict):
+    """``daemon.status``'s ``confluence`` entry."""
+
+    enabled: bool
+    schedule: str
+    running: bool
+    next_run: str | None
+    last_run: dict[str, Any] | None  # started_at, trigger, outcome, skipped, counts
+
+
+class ConfluenceStatusReply(ConfluenceSummary):
+    last_work: dict[str, Any] | None
+    watermarks: dict[str, dict[str, int]]  # <dir>: {sections, distilled}
+    experience_path: str
+    state_path: str

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from importlib.resources import files
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -40,6 +40,12 @@ from memoryd.core.agents.resolve import (
     resolve_effective_overrides,
 )
 from memoryd.core.agents.roles import Persona, Role, persona_from_mapping, role_from_mapping
+from memoryd.core.replies import (
+    AgentsListReply,
+    AgentsResolveReply,
+    ResolvedDefinition,
+    TableEntryView,
+)
 from memoryd.errors import AgentConfigError, InvalidParams, NotFound, WorkspaceNotFound
 
 DefinitionOrigin = Literal["project", "user", "bundled"]
@@ -123,13 +129,18 @@ class AgentListing:
     personas: tuple[TableEntry, ...]
     errors: tuple[ConfigProblem, ...]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> AgentsListReply:
         """JSON-ready view for ``agents.list``."""
         return {
-            "agents": [asdict(entry) for entry in self.agents],
-            "roles": [asdict(entry) for entry in self.roles],
-            "personas": [asdict(entry) for entry in self.personas],
-            "errors": [asdict(problem) for problem in self.errors],
+            "agents": [
+                {"name": e.name, "description": e.description, "origin": e.origin, "path": e.path}
+                for e in self.agents
+            ],
+            "roles": [_table_entry(entry) for entry in self.roles],
+            "personas": [_table_entry(entry) for entry in self.personas],
+            "errors": [
+                {"file": p.file, "field": p.field, "message": p.message} for p in self.errors
+            ],
         }
 
 
@@ -142,12 +153,21 @@ class Resolution:
     origin: DefinitionOrigin | None
     path: str | None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> AgentsResolveReply:
         """``agents.resolve`` answer: the SPEC §9 fields plus ``definition``."""
-        definition = None
+        definition: ResolvedDefinition | None = None
         if self.definition is not None:
             definition = {**self.definition.to_dict(), "origin": self.origin, "path": self.path}
         return {**self.config.to_dict(), "definition": definition}
+
+
+def _table_entry(entry: TableEntry) -> TableEntryView:
+    return {
+        "name": entry.name,
+        "description": entry.description,
+        "origin": entry.origin,
+        "path": entry.path,
+    }
 
 
 # -- definitions -------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, NoReturn, TypeVar, get_args
 
+from memoryd.core.replies import DefinitionView
 from memoryd.errors import AgentConfigError
 
 Effort = Literal["low", "medium", "high", "xhigh", "max"]
@@ -136,7 +137,7 @@ class AgentDefinition:
     mcp_inheritance: McpInheritance = McpInheritance()
     skills: tuple[str, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> DefinitionView:
         """JSON-ready view (snake_case keys) for the socket and the CLI."""
         servers = self.mcp_servers
         return {

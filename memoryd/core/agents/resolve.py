@@ -21,7 +21,7 @@ only sets ``role_prompt_warning``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from memoryd.core.agents.definitions import (
@@ -35,6 +35,7 @@ from memoryd.core.agents.definitions import (
     is_valid_name,
 )
 from memoryd.core.agents.roles import Persona, Role
+from memoryd.core.replies import EffectiveConfig
 from memoryd.errors import InvalidParams
 
 OVERRIDE_FIELDS: tuple[str, ...] = (
@@ -127,9 +128,20 @@ class EffectiveRuntimeConfig:
     persona_error: str | None = None
     isolation: Isolation = "none"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> EffectiveConfig:
         """JSON-ready view with exactly the SPEC fields."""
-        return asdict(self)
+        return {
+            "model": self.model,
+            "reasoning_effort": self.reasoning_effort,
+            "capability_mode": self.capability_mode,
+            "persona": self.persona,
+            "persona_instructions": self.persona_instructions,
+            "role_prompt": self.role_prompt,
+            "role_prompt_warning": self.role_prompt_warning,
+            "role_name": self.role_name,
+            "persona_error": self.persona_error,
+            "isolation": self.isolation,
+        }
 
 
 def render_persona(inline: str | None, file_text: str | None) -> str | None:

@@ -62,7 +62,7 @@ def register(table: MethodTable, ctx: DaemonContext) -> None:
             raise _naming_param(exc) from None
         cfg = config()
 
-        def run() -> dict[str, Any]:
+        def run() -> AgentsResolveReply:
             try:
                 answer = resolve(
                     workspace,
@@ -85,7 +85,7 @@ def register(table: MethodTable, ctx: DaemonContext) -> None:
         workspace = _workspace(params)
         cfg = config()
 
-        def run() -> dict[str, Any]:
+        def run() -> AgentsListReply:
             listing = list_agents(workspace, cfg.agents, user_dir_of(cfg), config_dir=config_dir())
             return listing.to_dict()
 

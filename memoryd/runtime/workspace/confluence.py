@@ -44,6 +44,12 @@ import structlog
 from memoryd.core import confluence as cf
 from memoryd.core.config import Config
 from memoryd.core.dreaming import normalize_heading
+from memoryd.core.replies import (
+    ConfluenceCounts,
+    ConfluenceRunReply,
+    ConfluenceStatusReply,
+    ConfluenceSummary,
+)
 from memoryd.core.times import rfc3339
 from memoryd.core.workspace import MEMORY_FILE
 from memoryd.errors import Busy, MemorydError, ModelNotConfigured, StorageError, describe_error
@@ -100,7 +106,7 @@ class RunReport:
         self.rejections.append({"title": candidate.title, "reason": reason, "by": by})
         log.info("confluence.rejected", title=candidate.title, reason=reason, by=by)
 
-    def counts(self) -> dict[str, int]:
+    def counts(self) -> ConfluenceCounts:
         return {
             "workspaces": self.workspaces,
             "new_sections": self.new_sections,
@@ -113,7 +119,7 @@ class RunReport:
             "errors": len(self.errors),
         }
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ConfluenceRunReply:
         return {
             "outcome": self.outcome,
             "skipped": self.skipped,
@@ -203,7 +209,7 @@ class Confluence:
         llm = config.llm
         return llm.timeout_secs * (llm.max_retries + 1) + 10.0
 
-    async def run(self, *, force: bool = False, trigger: str = "manual") -> dict[str, Any]:
+    async def run(self, *, force: bool = False, trigger: str = "manual") -> ConfluenceRunReply:
         """One run (see the module docstring); :class:`Busy` if one is running already.
 
         Raises :class:`ModelNotConfigured` when there is new material but no chat model
@@ -454,7 +460,7 @@ class Confluence:
             return None
         return cf.next_daily_run(self._last_started, self.daemon_started)
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, ConfluenceSummary]:
         """``daemon.status``'s ``confluence`` entry (from memory: no I/O)."""
         config = self.config()
         last = (self._state or {}).get("last_run")
@@ -474,21 +480,22 @@ class Confluence:
             }
         }
 
-    async def status(self) -> dict[str, Any]:
+    async def status(self) -> ConfluenceStatusReply:
         """``confluence.status``: settings, the last run and the last run that did work
         (with rejections and reasons), and the watermark of every workspace."""
         state = await self.load()
-        out: dict[str, Any] = dict(self.summary()["confluence"])
-        out["last_run"] = state.get("last_run")
-        out["last_work"] = state.get("last_work")
-        out["watermarks"] = {
-            name: {"sections": mark.sections, "distilled": len(mark.digests)}
-            for name, raw in sorted((state.get("watermarks") or {}).items())
-            for mark in [cf.Watermark.from_dict(raw)]
+        return {
+            **self.summary()["confluence"],
+            "last_run": state.get("last_run"),
+            "last_work": state.get("last_work"),
+            "watermarks": {
+                name: {"sections": mark.sections, "distilled": len(mark.digests)}
+                for name, raw in sorted((state.get("watermarks") or {}).items())
+                for mark in [cf.Watermark.from_dict(raw)]
+            },
+            "experience_path": EXPERIENCE,
+            "state_path": f"{STATE_DIR}/{STATE_FILE}",
         }
-        out["experience_path"] = EXPERIENCE
-        out["state_path"] = f"{STATE_DIR}/{STATE_FILE}"
-        return out
 
     # ------------------------------------------------------------------ schedule
 
