@@ -397,6 +397,7 @@ class DaemonStatusReply(TypedDict):
     # added by the status hooks (DaemonContext.extra_status)
     restart_pending: NotRequired[list[str]]
     service: NotRequired[str | None]
+    embedding_advice: NotRequired[str | None]
     confluence: NotRequired[dict[str, Any]]
     secrets: NotRequired[dict[str, Any]]
 
