@@ -94,6 +94,8 @@ def register(table: MethodTable, ctx: DaemonContext) -> None:
                 after=plan.after,
                 background=True,
             )
+        # The reads below run outside the workspace's order slot: a hook answers from what
+        # is indexed now (best effort, fast) rather than wait for writes sent before it.
         context = ""
         if plan.inject == "session":
             workspace_md, global_md = await actor.curated_memory()
@@ -109,6 +111,7 @@ def register(table: MethodTable, ctx: DaemonContext) -> None:
         return {"output": hook_output(event, context), "event": event.name}
 
     async def _is_open(ctx: DaemonContext, session_id: str) -> bool:
+        """Whether the session is open (a lookup, outside any order slot)."""
         try:
             await ctx.supervisor.actor_for_session(session_id)
         except NotFound:
