@@ -12,12 +12,14 @@ import argparse
 import json
 import os
 from collections.abc import Callable
-from datetime import UTC, datetime
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from memoryd.client import Client
 from memoryd.errors import MemorydError
 from memoryd.store import configfile
+
+if TYPE_CHECKING:
+    from datetime import datetime
 
 EXIT_OK = 0
 
@@ -96,6 +98,8 @@ def age(iso: str | None, now: datetime | None = None) -> str:
     """A short human age for an ISO timestamp ("3d", "5h", "now")."""
     if not iso:
         return ""
+    from datetime import UTC, datetime  # not at import: `memoryd hook` needs no clock
+
     then = datetime.fromisoformat(iso)
     secs = ((now or datetime.now(UTC)) - then).total_seconds()
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):

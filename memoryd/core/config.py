@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 import re
-import tomllib
 from collections.abc import Iterator, Mapping
 from dataclasses import MISSING, Field, dataclass, field, fields, is_dataclass
 from types import MappingProxyType
@@ -364,6 +363,8 @@ def _build(cls: Any, prefix: str, values: Mapping[str, Any]) -> Any:
 
 def parse_toml(text: str, origin: str) -> dict[str, Any]:
     """Parse TOML ``text``; a syntax error names ``origin`` and the line."""
+    import tomllib  # only when there is a file: a hook with no config file does not pay for it
+
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
