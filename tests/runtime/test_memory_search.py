@@ -388,7 +388,7 @@ async def test_vectors_in_memory_answer_without_the_reader_scan(
 async def test_get_pages_a_huge_file_instead_of_one_huge_reply(
     env: Env, open_memory: MemoryFactory
 ) -> None:
-    from memoryd.runtime.workspace.memory import MAX_GET_CHARS
+    from memoryd.runtime.workspace.notes import MAX_GET_CHARS
 
     line = "x" * 99 + "\n"
     env.workspace.memory_file.write_text("# M\n" + line * (3 * MAX_GET_CHARS // len(line)))
@@ -411,7 +411,7 @@ async def test_get_pages_inside_a_line_longer_than_a_reply(
 ) -> None:
     """Issue #17: a first line over 256 KiB used to return ``next_from == from`` (a client
     following it looped forever); the cursor now moves inside the line."""
-    from memoryd.runtime.workspace.memory import MAX_GET_CHARS
+    from memoryd.runtime.workspace.notes import MAX_GET_CHARS
 
     text = "é" * (2 * MAX_GET_CHARS + 17) + "\nsecond line\n" + "x" * (MAX_GET_CHARS + 1)
     env.workspace.memory_file.write_text(text)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from memoryd.core.chunking import indexed_text
 from memoryd.core.replies import EmbeddingProgress
 
 SEARCH_RETRY_START = 5.0  # after a provider failure, searches skip vectors this long, doubling
@@ -69,3 +70,11 @@ class EmbeddingState:
             "last_error_at": self.last_error_at,
             "failures": self.failures,
         }
+
+
+def embedding_input(text: str) -> str:
+    """What the model embeds for a chunk: its :func:`indexed_text` (no HTML comments), or the
+    text itself when nothing else is left (such a chunk is never returned, but a provider may
+    refuse an empty input)."""
+    indexed = indexed_text(text)
+    return indexed if indexed.strip() else text

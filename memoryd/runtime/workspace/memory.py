@@ -22,10 +22,8 @@ from typing import Any, TypeVar
 import anyio
 import structlog
 
-from memoryd.core.chunking import indexed_text
 from memoryd.core.config import SOURCES, Config
 from memoryd.core.keywords import build_match_query
-from memoryd.core.notes import format_note, page
 from memoryd.core.ranking import Candidate, RankParams, cosine_from_l2, rank
 from memoryd.core.replies import (
     EmbeddingPart,
@@ -36,23 +34,21 @@ from memoryd.core.replies import (
     StatsReply,
 )
 from memoryd.core.searchlog import SearchTally
-from memoryd.core.secrets import Scrubbed
-from memoryd.errors import InvalidParams, NotFound, StorageError, describe_error
+from memoryd.errors import InvalidParams, StorageError, describe_error
 from memoryd.providers.embeddings import (
     EmbeddingProvider,
     foreground,
     normalize,
     similarity_scale,
 )
-from memoryd.runtime.workspace.embedding import EmbeddingState
-from memoryd.runtime.workspace.notes import append_note, memory_file
+from memoryd.runtime.workspace.embedding import EmbeddingState, embedding_input
+from memoryd.runtime.workspace.notes import read_page, write_note
 from memoryd.runtime.workspace.search import Neighbours, SearchHit, SearchResponse, SideScan
 from memoryd.runtime.workspace.syncing import SYNC_ERRORS, Dirty, sync_big_file
 from memoryd.store.connection import DatabaseError
-from memoryd.store.files import read_text
 from memoryd.store.ftsstats import fts_rows
 from memoryd.store.index import ChunkSettings, Index, SyncReport, knn_k
-from memoryd.store.layout import Workspace, resolve_client_path
+from memoryd.store.layout import Workspace
 from memoryd.store.mirror import mirror_wanted
 from memoryd.store.vectors import VectorReader
 
@@ -61,7 +57,6 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 
 BATCH_SYNC_MIN = 16  # sync this many dirty files or more in batched transactions
-MAX_GET_CHARS = 256 * 1024  # memory.get answers at most this much text; the rest by `from`
 
 
 class WorkspaceMemory:
@@ -521,56 +516,17 @@ class WorkspaceMemory:
     async def remember(
         self, text: str, scope: str = "workspace", *, allow_secrets: bool = False
     ) -> RememberReply:
-        """Append a note to the workspace or global MEMORY.md (SPEC §7) and index it.
-
-        The note is scrubbed first (SPEC §18) unless ``allow_secrets``; what was redacted is
-        in ``redacted`` (kind and fingerprint, never the value) with a ``warning``."""
-        target = memory_file(self.root, self.workspace, scope)
-        scrubbed = Scrubbed(text) if allow_secrets else self.config.secrets.scrubber().scrub(text)
-        note = format_note(scrubbed.text)
-        rel = target.relative_to(self.root).as_posix()
-        if note is None:
-            return {"path": rel, "written": False}
-        extra = scrubbed.notice()
-        if extra:
-            self.log.warning("secrets.redacted", where="remember", kinds=scrubbed.kinds)
-        await append_note(target, scope, self.workspace, note)
-        report = await self.sync_paths([target])
-        self.log.info("remember", scope=scope, path=rel, chars=len(note))
-        out: RememberReply = {"path": rel, "written": True}
-        if "redacted" in extra:
-            out["redacted"] = extra["redacted"]
-        if "warning" in extra:
-            out["warning"] = extra["warning"]
-        if report.failed:  # the note is on disk (acknowledged); the index catches up later
-            error = report.failed[0][1].message
-            warning = f"the note is written but not indexed yet: {error}"
-            out["indexed"] = False
-            out["warning"] = f"{out['warning']}; {warning}" if "warning" in out else warning
-        return out
+        """Append a note to the workspace or global MEMORY.md (SPEC §7) and index it; the
+        note is scrubbed first (SPEC §18) unless ``allow_secrets``."""
+        scrubber = None if allow_secrets else self.config.secrets.scrubber()
+        root, ws = self.root, self.workspace
+        return await write_note(root, ws, scope, text, scrubber, self.sync_paths, self.log)
 
     async def get(
         self, path: str, start: int = 1, lines: int | None = None, start_char: int = 0
     ) -> GetReply:
-        """Read a memory file (relative to the memory root) as a 1-based line window.
-
-        A reply holds at most :data:`MAX_GET_CHARS` characters: it ends at a line end and
-        ``next_from`` names the next line, or — when one line alone is longer — it ends
-        inside that line and ``next_from``/``next_char`` say where the rest begins (pass them
-        back as ``from``/``from_char``). The cursor always moves: any file can be read to
-        its end by following it.
-        """
-        if start < 1:
-            raise InvalidParams("from must be at least 1")
-        if lines is not None and lines < 1:
-            raise InvalidParams("lines must be at least 1")
-        if start_char < 0:
-            raise InvalidParams("from_char must not be negative")
-        target = resolve_client_path(self.root, self.workspace, path)
-        text = await anyio.to_thread.run_sync(read_text, target)
-        if text is None:
-            raise NotFound(f"no memory file at {path!r}")
-        return {"path": path, **page(text, start, lines, start_char, MAX_GET_CHARS)}
+        """Read a memory file as a 1-based line window (:func:`notes.read_page`)."""
+        return await read_page(self.root, self.workspace, path, start, lines, start_char)
 
     async def files(self) -> list[FileEntry]:
         await self.sync()
@@ -627,11 +583,3 @@ class WorkspaceMemory:
             "vectors_pending": pending,
             "took_ms": round((time.perf_counter() - started) * 1000, 3),
         }
-
-
-def embedding_input(text: str) -> str:
-    """What the model embeds for a chunk: its :func:`indexed_text` (no HTML comments), or the
-    text itself when nothing else is left (such a chunk is never returned, but a provider may
-    refuse an empty input)."""
-    indexed = indexed_text(text)
-    return indexed if indexed.strip() else text

@@ -1,16 +1,26 @@
-"""Notes into a curated ``MEMORY.md`` (SPEC §7): the file a scope names, the locked append."""
+"""The memory files as a client reads and writes them (SPEC §7): ``memory.remember`` appends a
+note to a curated ``MEMORY.md`` (under its lock, scrubbed, then indexed); ``memory.get``
+reads a window of a file."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 
+from memoryd.core.notes import format_note, page
+from memoryd.core.replies import GetReply, RememberReply
+from memoryd.core.secrets import Scrubbed, Scrubber
 from memoryd.core.templates import global_template, workspace_template
-from memoryd.errors import InvalidParams
+from memoryd.errors import InvalidParams, NotFound
 from memoryd.runtime.workspace.filelock import file_lock
-from memoryd.store.files import append_section, ensure_file
-from memoryd.store.layout import Workspace, global_memory_file
+from memoryd.store.files import append_section, ensure_file, read_text
+from memoryd.store.index import SyncReport
+from memoryd.store.layout import Workspace, global_memory_file, resolve_client_path
+
+MAX_GET_CHARS = 256 * 1024  # memory.get answers at most this much text; the rest by `from`
 
 
 def memory_file(root: Path, workspace: Workspace, scope: str) -> Path:
@@ -35,3 +45,64 @@ async def append_note(target: Path, scope: str, workspace: Workspace, note: str)
             append_section(target, note)  # keeps bytes a person wrote, even odd ones
 
         await anyio.to_thread.run_sync(write)
+
+
+async def write_note(
+    root: Path,
+    workspace: Workspace,
+    scope: str,
+    text: str,
+    scrubber: Scrubber | None,
+    sync: Callable[[list[Path]], Awaitable[SyncReport]],
+    log: Any,
+) -> RememberReply:
+    """``memory.remember``: append ``text`` as a note to the ``scope``'s ``MEMORY.md`` and
+    ``sync`` it into the index. With a ``scrubber``, what was redacted is in ``redacted``
+    (kind and fingerprint, never the value) with a ``warning``."""
+    target = memory_file(root, workspace, scope)
+    scrubbed = Scrubbed(text) if scrubber is None else scrubber.scrub(text)
+    note = format_note(scrubbed.text)
+    rel = target.relative_to(root).as_posix()
+    if note is None:
+        return {"path": rel, "written": False}
+    extra = scrubbed.notice()
+    if extra:
+        log.warning("secrets.redacted", where="remember", kinds=scrubbed.kinds)
+    await append_note(target, scope, workspace, note)
+    report = await sync([target])
+    log.info("remember", scope=scope, path=rel, chars=len(note))
+    out: RememberReply = {"path": rel, "written": True}
+    if "redacted" in extra:
+        out["redacted"] = extra["redacted"]
+    if "warning" in extra:
+        out["warning"] = extra["warning"]
+    if report.failed:  # the note is on disk (acknowledged); the index catches up later
+        error = report.failed[0][1].message
+        warning = f"the note is written but not indexed yet: {error}"
+        out["indexed"] = False
+        out["warning"] = f"{out['warning']}; {warning}" if "warning" in out else warning
+    return out
+
+
+async def read_page(
+    root: Path, workspace: Workspace, path: str, start: int, lines: int | None, start_char: int
+) -> GetReply:
+    """``memory.get``: a window of a memory file (relative to the memory root).
+
+    A reply holds at most :data:`MAX_GET_CHARS` characters: it ends at a line end and
+    ``next_from`` names the next line, or — when one line alone is longer — it ends inside
+    that line and ``next_from``/``next_char`` say where the rest begins (pass them back as
+    ``from``/``from_char``). The cursor always moves: any file can be read to its end by
+    following it.
+    """
+    if start < 1:
+        raise InvalidParams("from must be at least 1")
+    if lines is not None and lines < 1:
+        raise InvalidParams("lines must be at least 1")
+    if start_char < 0:
+        raise InvalidParams("from_char must not be negative")
+    target = resolve_client_path(root, workspace, path)
+    text = await anyio.to_thread.run_sync(read_text, target)
+    if text is None:
+        raise NotFound(f"no memory file at {path!r}")
+    return {"path": path, **page(text, start, lines, start_char, MAX_GET_CHARS)}
