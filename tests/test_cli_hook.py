@@ -122,3 +122,22 @@ def test_the_quick_reading_of_the_arguments_agrees_with_the_parser(argv: list[st
 )
 def test_other_arguments_go_to_the_parser(argv: list[str]) -> None:
     assert quick_args(argv) is None
+
+
+def test_the_hook_process_ends_at_once_with_its_line_on_stderr(tmp_path: Path) -> None:
+    """``memoryd hook`` ends with ``os._exit`` (no interpreter teardown): what it wrote still
+    reaches the agent, and the status is 0."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
+    env["MEMORYD_HOME"] = str(tmp_path)  # no daemon there
+    event = {"session_id": "s1", "cwd": str(tmp_path), "hook_event_name": "Stop"}
+    done = subprocess.run(
+        [sys.executable, "-m", "memoryd", "hook", "codex"],
+        input=json.dumps(event).encode(),
+        env=env,
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 0 and done.stdout == b""
+    assert done.stderr.startswith(b"memoryd hook codex: memoryd is not running")
+    assert done.stderr.count(b"\n") == 1

@@ -115,9 +115,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status instead of exiting."""
     given = list(sys.argv[1:] if argv is None else argv)
     if given[:1] == ["hook"] and not {"-h", "--help"} & set(given):
-        from memoryd.cli.hook import main_hook  # an agent hook: the short way, always 0
+        from memoryd.cli.hook import end_process, main_hook  # an agent hook: the short way
 
-        return main_hook(given[1:])
+        code = main_hook(given[1:])
+        if argv is None:  # the process itself (`memoryd hook`), not a caller of main()
+            end_process(code)
+        return code
     parser = build_parser()
     try:
         args, extra = parser.parse_known_args(argv)

@@ -20,6 +20,7 @@ import select
 import sys
 import time
 from collections.abc import Sequence
+from typing import NoReturn
 
 from memoryd.cli.common import Subcommands, command
 from memoryd.core.hooks import AGENTS
@@ -93,6 +94,18 @@ def run(agent: str, config: str | None = None) -> int:
         sys.stdout.write(output + "\n")
         sys.stdout.flush()
     return 0
+
+
+def end_process(code: int) -> NoReturn:
+    """Flush stdout and stderr and end the process now, without the interpreter's teardown
+    of every module and object (20-30 ms of the hook's wall time on a loaded machine, which
+    the agent waits for). Nothing on the hook path needs an ``atexit`` handler."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # the agent closed the pipe: nothing more to say
+            pass
+    os._exit(code)
 
 
 def quick_args(argv: Sequence[str]) -> tuple[str, str | None] | None:
