@@ -50,6 +50,9 @@ class PageReply(PageCursor):
 
 class GetReply(PageReply):
     path: str
+    truncated: NotRequired[int]
+    """Present when the file is larger than ``index.max_file_bytes``: its size in bytes;
+    only its first ``max_file_bytes`` (what is indexed) are served."""
 
 
 class Redacted(TypedDict):

@@ -270,6 +270,18 @@ def read_bytes(path: Path, max_bytes: int | None = None) -> bytes | None:
         raise _storage_error("read", path, exc) from exc
 
 
+def read_text_capped(path: Path, max_bytes: int) -> tuple[str, int | None] | None:
+    """The text of at most ``max_bytes`` of ``path`` (:func:`read_regular`,
+    :func:`decode_text`) and, when the file is larger, its size; None if missing."""
+    try:
+        read = read_regular(path, max_bytes)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise _storage_error("read", path, exc) from exc
+    return decode_text(read.data)[0], read.size if read.truncated else None
+
+
 def read_text(path: Path, max_bytes: int | None = None) -> str | None:
     """The text of ``path`` (:func:`decode_text`: UTF-8 or a BOM's UTF-16, odd bytes
     replaced by U+FFFD), or None if missing."""

@@ -115,6 +115,12 @@ def test_a_file_over_max_file_bytes_is_indexed_up_to_the_limit_with_a_warning(
     assert warning.startswith("larger than index.max_file_bytes (")
     stats = daemon.call("index.stats", workspace=str(ws))
     assert stats["chunks"] < 100  # 64 KiB of text, not 3 MB
+    # memory.get serves what is indexed, never reading the whole file for one page
+    rel = f"{logs.parent.name}/sessions/2025-02-01-big.md"
+    got = daemon.call("memory.get", workspace=str(ws), path=rel)
+    assert got["truncated"] == len((head + body).encode()) + len("the late needle is here\n")
+    assert len(got["text"]) <= 65536 and "late needle" not in got["text"]
+    assert got["total_lines"] < 1100
 
 
 def test_utf16_and_bom_files_are_decoded_and_bad_bytes_warned(

@@ -526,7 +526,8 @@ class WorkspaceMemory:
         self, path: str, start: int = 1, lines: int | None = None, start_char: int = 0
     ) -> GetReply:
         """Read a memory file as a 1-based line window (:func:`notes.read_page`)."""
-        return await read_page(self.root, self.workspace, path, start, lines, start_char)
+        max_bytes = self.config.index.max_file_bytes
+        return await read_page(self.root, self.workspace, path, start, lines, start_char, max_bytes)
 
     async def files(self) -> list[FileEntry]:
         await self.sync()

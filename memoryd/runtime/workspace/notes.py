@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 
@@ -16,9 +16,10 @@ from memoryd.core.secrets import Scrubbed, Scrubber
 from memoryd.core.templates import global_template, workspace_template
 from memoryd.errors import InvalidParams, NotFound
 from memoryd.runtime.workspace.filelock import file_lock
-from memoryd.store.files import append_section, ensure_file, read_text
+from memoryd.store.files import append_section, ensure_file, read_text_capped
 from memoryd.store.index import SyncReport
 from memoryd.store.layout import Workspace, global_memory_file, resolve_client_path
+from memoryd.store.prepare import DEFAULT_MAX_FILE_BYTES
 
 MAX_GET_CHARS = 256 * 1024  # memory.get answers at most this much text; the rest by `from`
 
@@ -85,7 +86,13 @@ async def write_note(
 
 
 async def read_page(
-    root: Path, workspace: Workspace, path: str, start: int, lines: int | None, start_char: int
+    root: Path,
+    workspace: Workspace,
+    path: str,
+    start: int,
+    lines: int | None,
+    start_char: int,
+    max_bytes: int = DEFAULT_MAX_FILE_BYTES,
 ) -> GetReply:
     """``memory.get``: a window of a memory file (relative to the memory root).
 
@@ -93,7 +100,9 @@ async def read_page(
     ``next_from`` names the next line, or — when one line alone is longer — it ends inside
     that line and ``next_from``/``next_char`` say where the rest begins (pass them back as
     ``from``/``from_char``). The cursor always moves: any file can be read to its end by
-    following it.
+    following it. A file over ``max_bytes`` (``index.max_file_bytes``) is served up to the
+    limit, as it is indexed, and ``truncated`` gives its size (a 2 GB log is never read
+    whole for one page).
     """
     if start < 1:
         raise InvalidParams("from must be at least 1")
@@ -102,7 +111,11 @@ async def read_page(
     if start_char < 0:
         raise InvalidParams("from_char must not be negative")
     target = resolve_client_path(root, workspace, path)
-    text = await anyio.to_thread.run_sync(read_text, target)
-    if text is None:
+    read = await anyio.to_thread.run_sync(read_text_capped, target, max_bytes)
+    if read is None:
         raise NotFound(f"no memory file at {path!r}")
-    return {"path": path, **page(text, start, lines, start_char, MAX_GET_CHARS)}
+    text, size = read
+    reply = cast(GetReply, {"path": path, **page(text, start, lines, start_char, MAX_GET_CHARS)})
+    if size is not None:
+        reply["truncated"] = size
+    return reply
