@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -102,8 +103,9 @@ def run_concurrently(home: Path, seconds: float) -> dict[str, object]:
     write_config(home, CONFIG)
     paths = [str(project(home, name)) for name in ("one", "two", "three")]
     root = home / "memory"
-    with FakeLLM(respond=responder) as llm:
+    with FakeLLM(respond=responder) as llm, ExitStack() as cleanup:
         daemon = DaemonProcess(home, env=llm.env(), name="concurrency").start()
+        cleanup.callback(daemon.kill)  # a failed check leaves no daemon behind
         stop = threading.Event()
         clients = [Client16(n, daemon.socket, paths, stop) for n in range(CLIENTS)]
         threads = [threading.Thread(target=c.run) for c in clients]

@@ -48,7 +48,9 @@ from tests.support.fake_llm import FakeLLM
 SEED = int(os.environ.get("MDD_RELIABILITY_SEED") or 20250101)
 CONFIG = (
     NO_EMBEDDINGS
-    + "[dream]\nmin_hours = 0\nmin_sessions = 1\n"
+    # The harness's model keeps every line, so MEMORY.md only grows: about 32,000 characters
+    # by the last cycles, where the default dream input cap (issue 16) would refuse a dream.
+    + "[dream]\nmin_hours = 0\nmin_sessions = 1\nmax_input_chars = 128000\n"
     + "[flush]\nidle_timeout_secs = 0\n"
 )
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from memoryd.client import Client
-from memoryd.errors import ReadOnly
+from memoryd.errors import DaemonNotRunning, ReadOnly
 from memoryd.store.files import make_private_dirs
 from memoryd.store.layout import resolve_workspace
 
@@ -119,6 +119,15 @@ def _unshare_works() -> bool:
     return probe.returncode == 0
 
 
+def answers(socket: Path) -> bool:
+    """Whether a daemon answers a ping on ``socket``."""
+    try:
+        with Client(socket, timeout=5) as client:
+            return bool(client.call("daemon.ping"))
+    except DaemonNotRunning:
+        return False
+
+
 @pytest.mark.skipif(not _unshare_works(), reason="needs unshare (mount namespaces)")
 def test_a_read_only_memory_root_serves_search_and_refuses_writes(user_home: Path) -> None:
     """Issue #17 item 6: on main the workspace crash-looped and even search failed."""
@@ -149,7 +158,7 @@ def test_a_read_only_memory_root_serves_search_and_refuses_writes(user_home: Pat
     socket = home / "run" / "memoryd.sock"
     try:
         deadline = time.monotonic() + 20
-        while not socket.exists():
+        while not answers(socket):  # the socket file exists a moment before it listens
             assert proc.poll() is None, (user_home / "stderr").read_text()
             assert time.monotonic() < deadline, "the daemon did not start"
             time.sleep(0.05)

@@ -19,8 +19,17 @@ pytestmark = pytest.mark.anyio
 
 RNG = random.Random(18)
 TOKEN = "ghp_" + "".join(RNG.choice(string.ascii_letters + string.digits) for _ in range(36))
-CLEAN = "## Build\n\nThe build uses `make -j4` and gcc 13.\n"
-LEAKY = f"## Deploy\n\nThe deploy bot authenticates with {TOKEN} for now.\n"
+# Each section is long enough (index.min_chunk_chars) to be a chunk of its own.
+CLEAN = (
+    "## Build\n\nThe build uses `make -j4` and gcc 13. Release builds add -O2 and strip the"
+    " binaries; debug builds keep symbols and turn on the address sanitizer. A clean build"
+    " takes about four minutes on the CI runners.\n"
+)
+LEAKY = (
+    f"## Deploy\n\nThe deploy bot authenticates with {TOKEN} for now. It pushes the"
+    " release image to the registry, tags it with the commit id and restarts the staging"
+    " service; production waits for a manual approval.\n"
+)
 
 
 async def test_purge_drops_the_affected_chunks_vectors_and_cache_entries(

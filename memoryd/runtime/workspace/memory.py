@@ -23,7 +23,7 @@ import anyio
 import structlog
 
 from memoryd.core.config import SOURCES, Config
-from memoryd.core.keywords import build_match_query
+from memoryd.core.keywords import build_match_query, extract_keywords
 from memoryd.core.ranking import Candidate, RankParams, cosine_from_l2, rank
 from memoryd.core.replies import (
     EmbeddingPart,
@@ -351,7 +351,8 @@ class WorkspaceMemory:
             warning = f"the index could not take every change: {report.failed[0][1].message}"
         params = dataclasses.replace(params, corpus_rows=rows)  # what its BM25 IDFs counted
         ranked = rank(candidates, params, self.clock())
-        hits = [SearchHit.from_ranked(item) for item in ranked]
+        keywords = extract_keywords(query)  # for the snippets
+        hits = [SearchHit.from_ranked(item, keywords) for item in ranked]
         if count_access:
             self._accesses.extend(h.chunk_id for h in hits)  # recorded by the next phase
         took_ms = round((time.perf_counter() - started) * 1000, 3)

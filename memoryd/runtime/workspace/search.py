@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import anyio
 
 from memoryd.core.ranking import Ranked
 from memoryd.core.replies import SearchHitReply, SearchReply
+from memoryd.core.snippet import snippet_of
 from memoryd.core.times import rfc3339
 
 SNIPPET_CHARS = 700
@@ -43,12 +44,10 @@ class SearchHit:
         }
 
     @classmethod
-    def from_ranked(cls, item: Ranked) -> SearchHit:
+    def from_ranked(cls, item: Ranked, keywords: Sequence[str] = ()) -> SearchHit:
+        """The hit of ``item``; its snippet shows the line matching most ``keywords``."""
         c = item.candidate
         when = rfc3339(c.chunk_time, zulu=False) if c.chunk_time is not None else None
-        snippet = c.text.strip()
-        if len(snippet) > SNIPPET_CHARS:
-            snippet = snippet[: SNIPPET_CHARS - 1].rstrip() + "…"
         return cls(
             chunk_id=c.chunk_id,
             path=c.path,
@@ -56,7 +55,7 @@ class SearchHit:
             end_line=c.end_line,
             score=round(item.reported_score, 6),
             source=c.source,
-            snippet=snippet,
+            snippet=snippet_of(c.text, keywords, SNIPPET_CHARS),
             chunk_time=when,
             heading=c.heading,
         )
