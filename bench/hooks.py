@@ -154,6 +154,7 @@ def hook_latency(
 
     # The whole process, as the agent runs it, each followed by a bare interpreter.
     process: list[float] = []
+    by_event: dict[str, list[float]] = {}
     bare: list[float] = []
     env = dict(daemon.env)
     for i in range(process_samples):
@@ -172,6 +173,7 @@ def hook_latency(
                 timeout=30,
             )
             process.append(time.perf_counter() - started)
+            by_event.setdefault(name, []).append(process[-1])
             if done.returncode != 0 or (name != "SessionStart" and done.stdout):
                 raise RuntimeError(f"memoryd hook misbehaved: {done!r}")
             bare.append(
@@ -214,6 +216,7 @@ def hook_latency(
                 "bare_ms": percentile(bare, q) * MS,
                 "min_ms": min(process) * MS,
                 "bare_min_ms": min(bare) * MS,
+                "by_event_ms": {e: percentile(v, q) * MS for e, v in by_event.items()},
             },
         )
         for q in (50, 99)
