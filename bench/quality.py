@@ -3,8 +3,9 @@
 Runs every set of :mod:`bench.quality_sets` (``orchard``, ``dated``, ``chat``) through
 :class:`~memoryd.runtime.workspace.memory.WorkspaceMemory` with ``embedding.provider = "none"``
 (FTS-only) and with the offline ``local`` model (hybrid); ``--openai`` adds the ``openai``
-provider against a loopback ``/v1/embeddings`` server that serves the local model (the path an
-uncalibrated endpoint takes). Each query is searched at the default settings, at
+provider against a loopback ``/v1/embeddings`` server that serves the local model, as an
+unknown endpoint is used: uncalibrated (``openai``), and with the scale ``memoryd calibrate``
+measures on the set's own notes (``openai-cal``). Each query is searched at the default settings, at
 ``min_score = 0`` (the ranking alone) and with decay off (``half_life_days = 0``).
 
 Reported per set and query kind: recall@10 (the answer is among the first 10 results),
@@ -39,15 +40,19 @@ import anyio
 from bench.quality_set import NOTES, QUERIES
 from bench.quality_sets import QualitySet, SetQuery, all_sets
 from memoryd.core.config import Config
+from memoryd.core.ranking import SimilarityScale
 from memoryd.providers.embeddings import EmbeddingProvider
 from memoryd.providers.local import LocalProvider, local_available
+from memoryd.providers.openai import OpenAIEmbeddings
 from memoryd.runtime.adapters.logging import configure_logging
+from memoryd.runtime.workspace.calibrate import calibrate
 from memoryd.runtime.workspace.memory import WorkspaceMemory
 from memoryd.store.layout import ensure_workspace_dirs, resolve_workspace
 
 K = 10
 NOW = datetime(2026, 6, 1, tzinfo=UTC).timestamp()  # fixed: session decay is reproducible
 VARIANTS = ("default", "min0", "nodecay")
+ENDPOINT_TIMEOUT = 300.0  # a numpy MiniLM on a shared machine takes its time
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +76,12 @@ def _variant(config: Config, name: str) -> Config:
 
 
 async def run_set(
-    qset: QualitySet, provider: EmbeddingProvider | None, workdir: Path, config: Config
+    qset: QualitySet,
+    provider: EmbeddingProvider | None,
+    workdir: Path,
+    config: Config,
+    *,
+    calibrated: bool = False,
 ) -> list[Outcome]:
     """Index ``qset`` into a fresh workspace under ``workdir`` and run every query."""
     root = workdir / "memory"
@@ -90,6 +100,19 @@ async def run_set(
     try:
         await memory.sync()
         await memory.embed_all()
+        if calibrated:  # what `memoryd calibrate` measures, set as the config keys would
+            assert isinstance(provider, OpenAIEmbeddings)
+            measured = await calibrate(memory)
+            if measured["unrelated"] is not None and measured["strong"] is not None:
+                if measured["problem"] is None:
+                    scale = SimilarityScale(measured["unrelated"], measured["strong"])
+                    memory.provider = OpenAIEmbeddings(
+                        base_url=provider.base_url,
+                        model=provider.model,
+                        similarity=scale,
+                        timeout_secs=provider.timeout_secs,
+                    )
+                    await memory.provider.probe()
         outcomes = []
         for query in qset.queries:
             ranks: dict[str, int | None] = {}
@@ -207,7 +230,9 @@ def _workdir() -> Iterator[Path]:
         yield Path(tmp)
 
 
-async def evaluate(modes: Sequence[str], config: Config) -> dict[str, list[Outcome]]:
+async def evaluate(
+    modes: Sequence[str], config: Config, endpoint: tuple[str, str] | None = None
+) -> dict[str, list[Outcome]]:
     from bench.embed_server import local_embedding_server
 
     out: dict[str, list[Outcome]] = {}
@@ -221,9 +246,32 @@ async def evaluate(modes: Sequence[str], config: Config) -> dict[str, list[Outco
                     outcomes += await run_set(qset, None, work, config)
                 elif mode == "local":
                     outcomes += await run_set(qset, LocalProvider(threads=1), work, config)
+                elif mode.startswith("endpoint"):
+                    assert endpoint is not None
+                    provider = OpenAIEmbeddings(
+                        base_url=endpoint[0],
+                        model=endpoint[1],
+                        api_key_env="",
+                        timeout_secs=ENDPOINT_TIMEOUT,
+                    )
+                    await provider.probe()
+                    slow = dataclasses.replace(
+                        config,
+                        embedding=dataclasses.replace(
+                            config.embedding, timeout_secs=ENDPOINT_TIMEOUT
+                        ),
+                    )
+                    try:
+                        outcomes += await run_set(
+                            qset, provider, work, slow, calibrated=mode == "endpoint-cal"
+                        )
+                    finally:
+                        await provider.aclose()
                 else:
                     async with local_embedding_server(config) as provider:
-                        outcomes += await run_set(qset, provider, work, config)
+                        outcomes += await run_set(
+                            qset, provider, work, config, calibrated=mode == "openai-cal"
+                        )
             out[mode] = outcomes
     return out
 
@@ -237,18 +285,25 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument("--misses", action="store_true", help="list the queries each mode missed")
     parser.add_argument("--min-score", type=float, help="search.min_score (default: the default)")
+    parser.add_argument(
+        "--openai-url", help="also run an OpenAI-compatible endpoint (e.g. bench/minilm_server.py)"
+    )
+    parser.add_argument("--openai-model", default="minilm", help="its model name")
     args = parser.parse_args(argv)
     configure_logging("warning", "console")  # one search event per query would drown the table
     if not local_available():
         print("the 'local' extra is not installed: pip install 'memoryd[local]'", file=sys.stderr)
         return 2
     speed = measure_speed(LocalProvider(threads=1)) if args.speed else None
-    modes = ["fts", "local"] + (["openai"] if args.openai else [])
+    modes = ["fts", "local"] + (["openai", "openai-cal"] if args.openai else [])
+    if args.openai_url:
+        modes += ["endpoint", "endpoint-cal"]
     config = Config()
     if args.min_score is not None:
         search = dataclasses.replace(config.search, min_score=args.min_score)
         config = dataclasses.replace(config, search=search)
-    outcomes = anyio.run(evaluate, modes, config)
+    endpoint = (args.openai_url, args.openai_model) if args.openai_url else None
+    outcomes = anyio.run(evaluate, modes, config, endpoint)
     by_mode = {mode: summarise(found) for mode, found in outcomes.items()}
     if args.json:
         print(json.dumps({"modes": by_mode, "speed": speed}, indent=2))

@@ -4,7 +4,7 @@ The package (the one place that prints)::
 
     common.py      exit statuses, the ``@command`` registry, client helpers
     render.py      status, lock, dream and confluence lines for people (pure)
-    memory.py      search, get, remember, reindex
+    memory.py      search, get, remember, reindex, calibrate
     sessions.py    flush, dream
     daemon.py      serve, stop, restart, status, install-service
     doctor.py      doctor: probes of everything memoryd needs

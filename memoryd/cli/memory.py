@@ -1,4 +1,4 @@
-"""CLI commands that talk to the daemon about memory: search, get, remember, reindex.
+"""CLI commands that talk to the daemon about memory: search, get, remember, reindex, calibrate.
 
 Each command finds the socket from the configuration (``--config``, environment, file) and
 the workspace from ``-w/--workspace`` (default: the current directory). With no daemon they
@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from memoryd.cli.common import (
+    EXIT_ERROR,
     EXIT_OK,
     Subcommands,
     add_common,
@@ -185,6 +186,41 @@ def _remember(args: argparse.Namespace) -> int:
         print(f"remembered in {shown(memory_root(args), result['path'], os.getcwd())}")
     else:
         print("nothing to remember (empty note)", file=sys.stderr)
+    return EXIT_OK
+
+
+# --- calibrate -----------------------------------------------------------------------------
+
+
+@command
+def _calibrate_command(subcommands: Subcommands) -> None:
+    parser = subcommands.add_parser(
+        "calibrate",
+        help="measure the embedding model's similarity scale on this workspace's notes",
+    )
+    add_common(parser)
+    parser.add_argument("--json", action="store_true", help="print the raw JSON result")
+    parser.set_defaults(handler=_calibrate)
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    with client_for(args, timeout=None) as client:
+        result = client.call("index.calibrate", workspace=workspace_of(args))
+    if args.json:
+        print_json(result)
+        return EXIT_OK
+    in_use = result["in_use"]
+    print(
+        f"{result['model_id']}: two different notes {result['unrelated']}, two halves of one "
+        f"note {result['strong']} ({result['pairs']} pairs, {result['halves']} notes); in use: "
+        f"unrelated {in_use['unrelated']}, strong {in_use['strong']}"
+    )
+    if result["problem"]:
+        print(f"no scale to suggest: {result['problem']}", file=sys.stderr)
+        return EXIT_ERROR
+    print("put these under [embedding] in the config file, then `memoryd restart`:")
+    for line in result["config_lines"]:
+        print(f"  {line}")
     return EXIT_OK
 
 

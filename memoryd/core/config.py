@@ -114,6 +114,8 @@ class EmbeddingConfig:
     timeout_secs: float = _num(10.0, above=True)
     max_retries: int = _int(3)
     threads: int = _int(1, low=1)
+    similarity_unrelated: float = _num(0.0, high=1.0)  # 0 = the model's own scale
+    similarity_strong: float = _num(0.0, high=1.0)  # (see core.calibration, memoryd calibrate)
 
 
 @dataclass(frozen=True)

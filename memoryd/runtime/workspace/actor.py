@@ -25,6 +25,7 @@ from memoryd.core.config import Config
 from memoryd.core.flushing import Message, Trigger
 from memoryd.core.replies import (
     ActorStatus,
+    CalibrateReply,
     DreamRunReply,
     DreamStatusError,
     DreamStatusReply,
@@ -55,6 +56,7 @@ from memoryd.providers.embeddings import EmbeddingProvider
 from memoryd.providers.llm import ChatModel
 from memoryd.runtime.adapters.watcher import watch_memory, workspace_targets
 from memoryd.runtime.workspace import purge
+from memoryd.runtime.workspace.calibrate import calibrate
 from memoryd.runtime.workspace.dreamer import Dreamer
 from memoryd.runtime.workspace.ingest import Ingestor
 from memoryd.runtime.workspace.memory import WorkspaceMemory
@@ -360,6 +362,10 @@ class WorkspaceActor:
     async def stats(self) -> StatsReply:
         with self._request():
             return await self.memory.stats()
+
+    async def calibrate(self) -> CalibrateReply:
+        with self._request():
+            return await calibrate(self.memory)
 
     async def reindex(self, embeddings: bool) -> ReindexReply:
         with self._request():

@@ -187,3 +187,10 @@ class Reader(Vectors):
             {"path": path, "size": size, "mtime": rfc3339(mtime), "chunks": count}
             for path, size, mtime, count in rows
         ]
+
+    def sample_texts(self, limit: int) -> list[tuple[str, str]]:
+        """Up to ``limit`` chunks at random, as ``(path, text)`` (``memoryd calibrate``)."""
+        rows = self.conn.execute(
+            "SELECT path, text FROM chunks ORDER BY random() LIMIT ?", (limit,)
+        ).fetchall()
+        return [(str(path), str(text)) for path, text in rows]
