@@ -64,7 +64,9 @@ class _OsFileSystem:
 _fs = _OsFileSystem()
 
 
-def _storage_error(action: str, path: Path, exc: OSError) -> StorageError:
+def storage_error(action: str, path: Path, exc: OSError) -> StorageError:
+    """``cannot <action> <path>: <ERRNO>: <reason>`` (:class:`ReadOnly` for EROFS), the
+    error every store module raises for a failed file operation."""
     name = errno.errorcode.get(exc.errno, "") if exc.errno else ""
     reason = exc.strerror or str(exc) or type(exc).__name__
     detail = f"{name}: {reason}" if name else reason
@@ -141,7 +143,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             raise
         _fsync_dir(path.parent)
     except OSError as exc:
-        raise _storage_error("write", path, exc) from exc
+        raise storage_error("write", path, exc) from exc
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -267,7 +269,7 @@ def read_bytes(path: Path, max_bytes: int | None = None) -> bytes | None:
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
-        raise _storage_error("read", path, exc) from exc
+        raise storage_error("read", path, exc) from exc
 
 
 def read_text_capped(path: Path, max_bytes: int) -> tuple[str, int | None] | None:
@@ -278,7 +280,7 @@ def read_text_capped(path: Path, max_bytes: int) -> tuple[str, int | None] | Non
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
-        raise _storage_error("read", path, exc) from exc
+        raise storage_error("read", path, exc) from exc
     return decode_text(read.data)[0], read.size if read.truncated else None
 
 
@@ -327,7 +329,7 @@ def ensure_file(path: Path, template_text: str) -> bool:
             _remove_quietly(temp)
         _fsync_dir(path.parent)
     except OSError as exc:
-        raise _storage_error("create", path, exc) from exc
+        raise storage_error("create", path, exc) from exc
     return True
 
 

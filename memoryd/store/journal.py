@@ -31,7 +31,6 @@ at most 128 characters) is stored under ``sid-<hash>.jsonl``; the header keeps t
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import re
@@ -45,7 +44,7 @@ import structlog
 
 from memoryd.core.flushing import ROLES, Message
 from memoryd.errors import StorageError
-from memoryd.store.files import atomic_write_bytes, make_private_dirs
+from memoryd.store.files import atomic_write_bytes, make_private_dirs, storage_error
 
 log = structlog.get_logger(__name__)
 
@@ -353,13 +352,7 @@ def open_elsewhere(root: Path, session_id: str, own_dir: Path) -> list[tuple[Pat
 
 
 def _error(action: str, path: Path, exc: OSError) -> StorageError:
-    name = errno.errorcode.get(exc.errno, "") if exc.errno else ""
-    reason = exc.strerror or str(exc) or type(exc).__name__
-    return StorageError(
-        f"cannot {action} journal {path}: {f'{name}: ' if name else ''}{reason}",
-        path=str(path),
-        errno=name or None,
-    )
+    return storage_error(f"{action} journal", path, exc)
 
 
 def _line(record: Mapping[str, Any]) -> bytes:

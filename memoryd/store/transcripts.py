@@ -9,7 +9,6 @@ the chunk then starts again at 0 and says so (the caller drops what it already h
 
 from __future__ import annotations
 
-import errno
 import os
 import stat
 from dataclasses import dataclass
@@ -17,7 +16,8 @@ from pathlib import Path
 
 import blake3
 
-from memoryd.errors import InvalidParams, StorageError
+from memoryd.errors import InvalidParams
+from memoryd.store.files import storage_error
 
 #: Bytes before the offset whose hash detects a rewritten transcript.
 TAIL_BYTES = 4096
@@ -71,8 +71,7 @@ def read_from(path: str, offset: int, tail: str, *, max_bytes: int | None = None
     except FileNotFoundError:
         raise InvalidParams(f"transcript {path} does not exist", param="path") from None
     except OSError as exc:
-        name = errno.errorcode.get(exc.errno or 0, "")
-        raise StorageError(f"cannot open transcript {path}: {name} {exc.strerror}") from exc
+        raise storage_error("open transcript", Path(path), exc) from exc
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
@@ -87,12 +86,7 @@ def read_from(path: str, offset: int, tail: str, *, max_bytes: int | None = None
         limit = MAX_READ_BYTES if max_bytes is None else max_bytes
         data = _pread(fd, offset, max(0, min(limit, size - offset)))
     except OSError as exc:
-        raise StorageError(f"cannot read transcript {path}: {exc.strerror or exc}") from exc
+        raise storage_error("read transcript", Path(path), exc) from exc
     finally:
         os.close(fd)
     return Chunk(data, offset, before, size, rewritten)
-
-
-def is_transcript(path: Path) -> bool:
-    """A ``*.jsonl`` regular file (what ``memoryd ingest --all`` picks in a folder)."""
-    return path.suffix == ".jsonl" and path.is_file()
