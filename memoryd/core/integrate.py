@@ -28,8 +28,8 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from memoryd.core.hooks import AGENTS, Agent
-from memoryd.errors import ConfigError, InvalidParams
+from memoryd.core.hooks import Agent
+from memoryd.errors import ConfigError
 
 #: The events memoryd's hook is registered for, per agent.
 HOOK_EVENTS: Mapping[str, tuple[str, ...]] = {
@@ -49,12 +49,6 @@ SERVER_NAME = "memoryd"
 TOML_BEGIN = "# >>> memoryd: added by `memoryd integrate codex`; `--uninstall` removes it"
 TOML_END = "# <<< memoryd"
 _TOML_TABLE = re.compile(r"^\s*\[\s*mcp_servers\s*\.\s*\"?memoryd\"?\s*\]", re.M)
-
-
-def check_agent(agent: str) -> Agent:
-    if agent not in AGENTS:
-        raise InvalidParams(f"unknown agent {agent!r} (expected {', '.join(AGENTS)})")
-    return agent  # type: ignore[return-value]
 
 
 def hook_command(program: Sequence[str], agent: Agent) -> str:

@@ -65,7 +65,6 @@ from memoryd.runtime.workspace.sessions import SessionManager
 from memoryd.store.files import mkdtemp_private, read_text, sweep_temp_files
 from memoryd.store.heap import release_free_memory
 from memoryd.store.layout import Workspace, global_memory_file, writable_problem
-from memoryd.store.secretscan import FileScan
 
 log = structlog.get_logger(__name__)
 
@@ -375,10 +374,6 @@ class WorkspaceActor:
         return out
 
     # secrets (SPEC §18) ---------------------------------------------------------------
-
-    async def secrets_scan(self) -> list[FileScan]:
-        with self._request():
-            return await purge.scan_workspace(self.memory, self.config.secrets.scrubber())
 
     async def secrets_purge(self) -> WorkspacePurge:
         with self._request(write=True):
