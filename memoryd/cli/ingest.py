@@ -31,6 +31,7 @@ from memoryd.cli.common import (
 from memoryd.client import Client
 from memoryd.core.transcripts import FORMATS, Format, transcript_info
 from memoryd.errors import InvalidParams, MemorydError
+from memoryd.store.files import read_regular
 
 #: Bytes of a transcript's head read for its session id and directory.
 HEAD_BYTES = 64 * 1024
@@ -81,9 +82,18 @@ def _files(args: argparse.Namespace) -> list[Path]:
     return [Path(args.file)]
 
 
+def _head(path: Path) -> bytes:
+    """The first :data:`HEAD_BYTES` of a transcript: a FIFO or device is refused unread."""
+    try:
+        return read_regular(path, HEAD_BYTES).data
+    except (FileNotFoundError, NotADirectoryError):
+        raise InvalidParams(f"transcript {path} does not exist", param="file") from None
+    except OSError as exc:
+        raise InvalidParams(f"transcript {path}: {exc.strerror}", param="file") from None
+
+
 def _session_and_workspace(path: Path, fmt: Format, args: argparse.Namespace) -> tuple[str, str]:
-    with path.open("rb") as handle:
-        head = handle.read(HEAD_BYTES)
+    head = _head(path)
     info = transcript_info(fmt, head)
     session_id = args.session or info.session_id
     if not session_id:
