@@ -4,6 +4,7 @@ MCP servers, run twice, uninstalled, dry-run, malformed."""
 from __future__ import annotations
 
 import json
+import os
 import tomllib
 from pathlib import Path
 
@@ -235,3 +236,37 @@ def test_integrate_json_lists_the_changes_and_backups(
     assert len(done["backups"]) == 2 and all(Path(b).exists() for b in done["backups"])
     assert main(["integrate", "claude-code", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["changes"] == []  # already registered
+
+
+def test_a_symlinked_settings_file_is_written_through_its_link(user_home: Path) -> None:
+    """Dotfile managers keep ``~/.claude/settings.json`` as a symlink into a repository:
+    integrate edits the file the link points to and keeps the link (and its backup holds
+    the target's text)."""
+    dotfiles = user_home / "dotfiles"
+    dotfiles.mkdir()
+    target = dotfiles / "claude-settings.json"
+    target.write_text(json.dumps(CLAUDE_SETTINGS))
+    target.chmod(0o600)
+    (user_home / ".claude").mkdir()
+    link = user_home / ".claude" / "settings.json"
+    link.symlink_to(target)
+    (user_home / ".claude.json").write_text("{}")
+
+    assert main(["integrate", "claude-code"]) == 0
+    assert link.is_symlink() and link.resolve() == target
+    merged = json.loads(target.read_text())
+    assert merged["model"] == "opus" and "SessionStart" in merged["hooks"]
+    assert target.stat().st_mode & 0o777 == 0o600
+
+    assert main(["integrate", "claude-code", "--uninstall"]) == 0
+    assert link.is_symlink() and json.loads(target.read_text()) == CLAUDE_SETTINGS
+
+
+def test_a_settings_path_that_is_a_fifo_is_refused_without_blocking(
+    user_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (user_home / ".claude").mkdir()
+    os.mkfifo(user_home / ".claude" / "settings.json")
+    (user_home / ".claude.json").write_text("{}")
+    assert main(["integrate", "claude-code"]) == 1
+    assert "not a regular file" in capsys.readouterr().err

@@ -15,7 +15,8 @@ codex          ``~/.codex/hooks.json``                      ``~/.codex/config.to
 Every file is read and checked before any is written: a malformed one is refused with its
 name and the parse error, and nothing is written. A file that changes is first copied to
 ``<name>.memoryd-backup-<UTC time>``, then replaced atomically with its mode kept. Running it
-twice changes nothing; ``--uninstall`` removes exactly what it added (a file left holding
+twice changes nothing (a symlinked file is edited where the link points, the link kept; a FIFO
+or device is refused unread); ``--uninstall`` removes exactly what it added (a file left holding
 nothing, e.g. one ``integrate`` created, is deleted); ``--dry-run`` prints the changes as a
 diff and writes nothing.
 """
@@ -39,7 +40,10 @@ from memoryd.cli.common import EXIT_OK, Subcommands, command, print_json, worksp
 from memoryd.core import integrate as merge
 from memoryd.core.hooks import AGENTS, Agent
 from memoryd.errors import ConfigError
-from memoryd.store.files import atomic_write_text
+from memoryd.store.files import atomic_write_text, read_regular
+
+#: The largest agent config file read (``~/.claude.json`` keeps per-project history).
+MAX_CONFIG_BYTES = 64 * 1024 * 1024
 
 
 @command
@@ -123,8 +127,13 @@ def paths(agent: Agent, scope: str, project: Path) -> tuple[Path, Path]:
 
 
 def _read(path: Path) -> str | None:
+    """The file's text; a FIFO or device is refused unread, a file too large to be a config
+    is refused whole (never edited from a cut copy)."""
     try:
-        return path.read_text(encoding="utf-8")
+        read = read_regular(path, MAX_CONFIG_BYTES)
+        if read.truncated:
+            raise ConfigError(f"cannot read {path}: larger than {MAX_CONFIG_BYTES} bytes")
+        return read.data.decode("utf-8")
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as exc:
@@ -225,18 +234,21 @@ def apply(changes: list[Change], now: datetime) -> list[Path]:
     stamp = now.strftime("%Y%m%dT%H%M%SZ")
     for change in changes:
         mode = None
+        # A symlinked file (dotfile managers) is written where it points; the link stays.
+        linked = change.path.is_symlink()
+        target = change.path.resolve() if linked else change.path
         if change.before is not None:
             backup = change.path.with_name(f"{change.path.name}.memoryd-backup-{stamp}")
-            shutil.copy2(change.path, backup)
+            shutil.copy2(target, backup)
             backups.append(backup)
-            mode = change.path.stat().st_mode & 0o777
-        if change.remove:
+            mode = target.stat().st_mode & 0o777
+        if change.remove and not linked:
             change.path.unlink(missing_ok=True)
             continue
-        change.path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(change.path, change.after)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(target, change.after)
         if mode is not None:
-            os.chmod(change.path, mode)
+            os.chmod(target, mode)
     return backups
 
 
