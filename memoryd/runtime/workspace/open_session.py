@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import date
 from pathlib import Path
 from typing import Any, Self
 
@@ -61,6 +60,13 @@ class OpenSession:
     def unflushed(self) -> int:
         return max(0, len(self.messages) - self.flush.flushed_through)
 
+    async def journaled(self, fn: Callable[..., None], *args: Any) -> None:
+        """One journal write (``fn(*args)`` in a worker thread), in order with the session's
+        other writes, never half-done by a cancelled request."""
+        with anyio.CancelScope(shield=True):
+            async with self.write_lock:
+                await anyio.to_thread.run_sync(fn, *args)
+
     def log_texts(self, sessions_dir: Path) -> list[str]:
         """The text of every log this session wrote (blocking: call from a worker thread)."""
         texts = (read_text(sessions_dir / name) for name in self.log_names.values())
@@ -97,30 +103,6 @@ class OpenSession:
                 _time(self.last_seen + idle_close_secs) if idle_close_secs > 0 else None
             ),
         }
-
-
-class TakenLogNames:
-    """The log names a session may not take for ``day``: those other open sessions claimed
-    and, with ``on_disk``, those of existing files (a blocking stat: call from a worker
-    thread). Two ids sharing their first 8 characters so get two logs (SPEC §7)."""
-
-    def __init__(
-        self,
-        session: OpenSession,
-        sessions: Iterable[OpenSession],
-        day: date,
-        sessions_dir: Path,
-        on_disk: bool,
-    ) -> None:
-        key = day.isoformat()
-        self.claimed = {o.log_names.get(key) for o in sessions if o is not session}
-        self.sessions_dir = sessions_dir
-        self.on_disk = on_disk
-
-    def __contains__(self, name: object) -> bool:
-        if name in self.claimed:
-            return True
-        return self.on_disk and isinstance(name, str) and (self.sessions_dir / name).exists()
 
 
 def _last_ingest(marks: Iterable[IngestMark]) -> dict[str, Any] | None:

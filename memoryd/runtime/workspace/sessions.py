@@ -15,7 +15,8 @@ with no file or database transaction open. ``flush.enabled = false`` turns the a
 triggers off; an explicit ``session.flush`` still runs.
 
 :meth:`close` appends the model-free summary (not for sub-agent sessions) and removes the
-journal; :mod:`~memoryd.runtime.workspace.idle_close` closes sessions left idle.
+journal; :mod:`~memoryd.runtime.workspace.idle_close` closes sessions left idle. Which log a
+session writes, and the writing, is :mod:`~memoryd.runtime.workspace.session_logs`.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
-from datetime import date, datetime
+from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal, TypeVar, assert_never
+from typing import Literal, TypeVar, assert_never
 
 import anyio
 import anyio.abc
@@ -37,7 +38,6 @@ from memoryd.core.flushing import (
     Trigger,
     check_flush_answer,
     first_flush_of_compaction,
-    first_user_message,
     flush_prompt,
     flush_section,
     flush_window,
@@ -56,17 +56,15 @@ from memoryd.core.replies import (
 )
 from memoryd.core.secrets import Scrubber
 from memoryd.core.times import rfc3339, utc
-from memoryd.core.workspace import session_log_name
 from memoryd.errors import Busy, InvalidParams, MemorydError, ModelError, ModelNotConfigured
 from memoryd.errors import NotFound as SessionNotFound
 from memoryd.providers.llm import ChatModel
 from memoryd.runtime import failpoints
-from memoryd.runtime.workspace.filelock import file_lock
 from memoryd.runtime.workspace.idle_close import idle_close_loop
 from memoryd.runtime.workspace.memory import WorkspaceMemory
-from memoryd.runtime.workspace.open_session import OpenSession, TakenLogNames
+from memoryd.runtime.workspace.open_session import OpenSession
 from memoryd.runtime.workspace.redaction import redact, redact_messages
-from memoryd.store.files import append_section, make_private_dirs, read_text
+from memoryd.runtime.workspace.session_logs import SessionLogs
 from memoryd.store.journal import FlushState, IngestMark, Journal, JournalHeader, load_all
 from memoryd.store.layout import memory_relpath
 
@@ -101,8 +99,8 @@ class SessionManager:
         self.config = config
         self.model = model
         self.clock = clock
-        self.on_write = on_write
         self._sessions: dict[str, OpenSession] = {}
+        self.logs = SessionLogs(memory, self._sessions, self._scrub, on_write)
         self._tg: anyio.abc.TaskGroup | None = None
         self._open_lock = anyio.Lock()
         self.log = log.bind(workspace=memory.workspace.key.dirname)
@@ -183,17 +181,6 @@ class SessionManager:
     def _now(self) -> datetime:
         return utc(self.clock())
 
-    def _log_name(self, s: OpenSession, day: date, *, on_disk: bool = False) -> str:
-        """The session's log for ``day``: the name it already wrote, else a new one that no
-        other open session claimed (two ids sharing their first 8 characters get two logs)
-        and, with ``on_disk``, that no existing file has (call that from a worker thread)."""
-        known = s.log_names.get(day.isoformat())
-        if known:
-            return known
-        first = first_user_message(s.messages)
-        taken = TakenLogNames(s, self._sessions.values(), day, self.workspace.sessions_dir, on_disk)
-        return session_log_name(day, first and self._scrub(first), s.session_id, taken)
-
     @property
     def scrubber(self) -> Scrubber:
         return self.config.secrets.scrubber()
@@ -206,13 +193,6 @@ class SessionManager:
 
     def _rel(self, path: Path) -> str:
         return memory_relpath(self.memory.root, path)
-
-    async def _journal(self, s: OpenSession, fn: Callable[..., None], *args: Any) -> None:
-        """One journal write, in order with the session's other writes, never half-done
-        by a cancelled request."""
-        with anyio.CancelScope(shield=True):
-            async with s.write_lock:
-                await anyio.to_thread.run_sync(fn, *args)
 
     # ------------------------------------------------------------------ open / append
 
@@ -231,7 +211,7 @@ class SessionManager:
         if not resumed:
             resumed = await self._open(session_id, subagent)
         s = self._get(session_id)
-        path = self.workspace.sessions_dir / self._log_name(s, self._now().date())
+        path = self.logs.path(s, self._now().date())
         return {
             "session_id": session_id,
             "log_path": self._rel(path),
@@ -331,6 +311,13 @@ class SessionManager:
 
     # ------------------------------------------------------------------ triggers
 
+    def _chat_model(self) -> ChatModel:
+        if self.model is None:
+            raise ModelNotConfigured(
+                "no chat model is configured: set llm.base_url and llm.model to flush sessions"
+            )
+        return self.model
+
     def _auto_flush_possible(self) -> bool:
         return self.config.flush.enabled and self.model is not None
 
@@ -417,10 +404,7 @@ class SessionManager:
         memory root) when written. Raises :class:`ModelNotConfigured` without a model and
         :class:`Busy` while another flush of the session runs."""
         s = self._get(session_id)
-        if self.model is None:
-            raise ModelNotConfigured(
-                "no chat model is configured: set llm.base_url and llm.model to flush sessions"
-            )
+        self._chat_model()
         if s.flush_lock.locked():
             raise Busy(
                 f"a flush of session {session_id!r} is already running", session_id=session_id
@@ -494,7 +478,7 @@ class SessionManager:
                 if not text or await self._is_duplicate(text):
                     return "duplicate", None, None
                 section = flush_section(text, self._now(), trigger)
-                return "written", await self._write(s, section), text
+                return "written", await self.logs.append(s, section, self._now().date()), text
             case other:
                 assert_never(other)
 
@@ -502,11 +486,7 @@ class SessionManager:
         """The model's answer for the session's window, or None when there is nothing to
         ask about: no messages, or none since the last flush (for every trigger, so a second
         manual flush neither calls the model nor writes the same section twice)."""
-        model = self.model
-        if model is None:
-            raise ModelNotConfigured(
-                "no chat model is configured: set llm.base_url and llm.model to flush sessions"
-            )
+        model = self._chat_model()
         if count <= s.flush.flushed_through:
             return None
         window = flush_window(s.messages[:count])
@@ -524,45 +504,14 @@ class SessionManager:
 
     async def _record(self, s: OpenSession, state: FlushState) -> None:
         s.flush = state
-        await self._journal(s, s.journal.record_flush, state)
+        await s.journaled(s.journal.record_flush, state)
 
     async def _is_duplicate(self, text: str) -> bool:
         """True when an indexed chunk's vector has cosine ≥ ``flush.dedupe_threshold`` with
         the flush text's embedding. Without embeddings (or when they fail) nothing is a
         duplicate."""
-        similarity = await self.nearest_similarity(text)
+        similarity = await self.memory.nearest_similarity(text, DEDUPE_NEIGHBOURS)
         return similarity is not None and similarity >= self.config.flush.dedupe_threshold
-
-    async def nearest_similarity(self, text: str) -> float | None:
-        """See :meth:`WorkspaceMemory.nearest_similarity` (dedupe of flush answers)."""
-        return await self.memory.nearest_similarity(text, DEDUPE_NEIGHBOURS)
-
-    async def _write(self, s: OpenSession, section: str, *, once: bool = False) -> Path:
-        """Append ``section`` to the session's log for today (UTC) and reindex it at once.
-        With ``once``, a log that already holds ``section`` is left as it is (a close that
-        was killed after writing its summary and is now done again)."""
-        day = self._now().date()
-        name = self._log_name(s, day)
-        if day.isoformat() not in s.log_names:
-            name = await anyio.to_thread.run_sync(lambda: self._log_name(s, day, on_disk=True))
-            if day.isoformat() in s.log_names:  # claimed by a concurrent write meanwhile
-                name = s.log_names[day.isoformat()]
-            s.log_names[day.isoformat()] = name
-            await self._journal(s, s.journal.record_log, day.isoformat(), name)
-        path = self.workspace.sessions_dir / name
-
-        def write() -> None:
-            make_private_dirs(path.parent)
-            if once and section.strip() in (read_text(path) or ""):
-                return
-            append_section(path, section)
-
-        async with file_lock(path):
-            await anyio.to_thread.run_sync(write)
-        await self.memory.sync_paths([path])
-        if self.on_write is not None:
-            self.on_write(path)
-        return path
 
     # ------------------------------------------------------------------ close / status
 
@@ -580,10 +529,10 @@ class SessionManager:
                 if summary is not None:
                     summary = self._scrub(summary, "session.summary", s.session_id)
                 if summary is not None:
-                    path = await self._write(s, summary, once=True)
+                    path = await self.logs.append(s, summary, self._now().date(), once=True)
                     await failpoints.hit_async("session.after_summary")
-                await self._journal(s, s.journal.record_closed, summary is not None)
-                await self._journal(s, s.journal.remove)
+                await s.journaled(s.journal.record_closed, summary is not None)
+                await s.journaled(s.journal.remove)
         except BaseException:
             s.closing = False
             self._arm_idle(s)
@@ -619,7 +568,7 @@ class SessionManager:
         today = self._now().date()
         return [
             s.status(
-                self._rel(self.workspace.sessions_dir / self._log_name(s, today)),
+                self._rel(self.logs.path(s, today)),
                 self.config.flush.session_idle_close_secs,
             )
             for s in self._sessions.values()
