@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memoryd.core.chunking import indexed_text
+from memoryd.core.markdown import heading
 
 MIN_HALF_WORDS = 4
 """Each half of a note has at least this many words (shorter notes are not measured)."""
@@ -62,7 +63,7 @@ def paragraphs(text: str) -> list[str]:
     left out, each with at least ``2 × MIN_HALF_WORDS`` words."""
     out = []
     for block in indexed_text(text).split("\n\n"):
-        kept = " ".join(line for line in block.split("\n") if not line.lstrip().startswith("#"))
+        kept = " ".join(line for line in block.split("\n") if heading(line) is None)
         if len(kept.split()) >= 2 * MIN_HALF_WORDS:
             out.append(kept.strip())
     return out

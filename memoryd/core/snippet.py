@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from memoryd.core.markdown import headings
+
 ELLIPSIS = "…"
 
 
@@ -44,8 +46,10 @@ def _window_start(body: str, keywords: Sequence[str], limit: int) -> int:
     heading_at: int | None = None  # start of the last heading line seen (this one's too)
     best_heading: int | None = None
     at = 0
-    for line in body.split("\n"):
-        if line.lstrip().startswith("#"):
+    lines = body.split("\n")
+    heading_lines = {index for index, _ in headings(lines)}
+    for index, line in enumerate(lines):
+        if index in heading_lines:
             heading_at = at
         lowered = line.lower()
         count = sum(1 for term in terms if term in lowered)

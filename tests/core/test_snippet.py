@@ -31,6 +31,13 @@ def test_the_last_note_ends_the_snippet_without_an_ellipsis() -> None:
     assert out == ELLIPSIS + "## Note n39x\n\nThe service n39x retries 39 times."
 
 
+def test_only_markdown_headings_start_the_window() -> None:
+    # A "#tag" line and a shell comment in fenced code are no headings (core/markdown.py).
+    body = "## Deploy\n\n" + "filler line\n" * 70 + "#ops\n```sh\n# run it\n```\nrollback n9x\n"
+    out = snippet_of(body, ["n9x"], 700)
+    assert out.startswith(ELLIPSIS + "rollback n9x"), out[:40]
+
+
 def test_no_match_or_no_keywords_keeps_the_beginning() -> None:
     head = NOTES[:699].rstrip() + ELLIPSIS
     assert snippet_of(NOTES, ["absent"], 700) == head
