@@ -29,6 +29,11 @@ WorkspaceKind = Literal["git", "path"]
 GLOBAL_FILES: tuple[str, ...] = ("MEMORY.md", "experience.md")
 MEMORY_FILE = "MEMORY.md"
 SESSIONS_DIR = "sessions"
+#: In a workspace's memory directory: open sessions' journals (in sessions/), the index,
+#: dream backups and journal (the README's "Memory on disk").
+LIVE_DIR = ".live"
+INDEX_FILE = "index.sqlite"
+HISTORY_DIR = ".history"
 
 SLUG_MAX = 40
 SESSION_SLUG_MAX = 30

@@ -43,6 +43,7 @@ import blake3
 import structlog
 
 from memoryd.core.flushing import ROLES, Message
+from memoryd.core.workspace import LIVE_DIR, SESSIONS_DIR
 from memoryd.errors import StorageError
 from memoryd.store.files import atomic_write_bytes, make_private_dirs, storage_error
 
@@ -324,7 +325,7 @@ def open_sessions(root: Path) -> list[JournalHeader]:
     except OSError:
         return []
     for ws_dir in workspaces:
-        for path in journal_paths(ws_dir / "sessions" / ".live"):
+        for path in journal_paths(ws_dir / SESSIONS_DIR / LIVE_DIR):
             header = read_header(path)
             if header is not None:
                 headers.append(header)
@@ -342,7 +343,7 @@ def open_elsewhere(root: Path, session_id: str, own_dir: Path) -> list[tuple[Pat
     except OSError:
         return []
     for ws_dir in workspaces:
-        header = read_header(ws_dir / "sessions" / ".live" / name)
+        header = read_header(ws_dir / SESSIONS_DIR / LIVE_DIR / name)
         if header is not None and header.session_id == session_id:
             found.append((ws_dir, header))
     return found

@@ -23,7 +23,15 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from memoryd.core.workspace import GLOBAL_FILES, MEMORY_FILE, SESSIONS_DIR, WorkspaceKey
+from memoryd.core.workspace import (
+    GLOBAL_FILES,
+    HISTORY_DIR,
+    INDEX_FILE,
+    LIVE_DIR,
+    MEMORY_FILE,
+    SESSIONS_DIR,
+    WorkspaceKey,
+)
 from memoryd.core.workspace import workspace_key as make_workspace_key
 from memoryd.errors import PathOutsideMemory, StorageError, WorkspaceNotFound
 from memoryd.store.files import make_private_dirs
@@ -54,11 +62,11 @@ class Workspace:
     @property
     def live_dir(self) -> Path:
         """``sessions/.live``: the transcript journals of open sessions."""
-        return self.sessions_dir / ".live"
+        return self.sessions_dir / LIVE_DIR
 
     @property
     def index_path(self) -> Path:
-        return self.dir / "index.sqlite"
+        return self.dir / INDEX_FILE
 
     @property
     def lock_path(self) -> Path:
@@ -66,7 +74,7 @@ class Workspace:
 
     @property
     def history_dir(self) -> Path:
-        return self.dir / ".history"
+        return self.dir / HISTORY_DIR
 
 
 def resolve_workspace(path: str | Path, memory_root: Path) -> Workspace:

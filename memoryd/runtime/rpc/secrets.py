@@ -25,6 +25,7 @@ import anyio
 from memoryd.core import params as p
 from memoryd.core.replies import PurgeReply, ScanFindings, ScanReply, WorkspacePurge
 from memoryd.core.secrets import Scrubber
+from memoryd.core.workspace import INDEX_FILE
 from memoryd.errors import InvalidParams, MemorydError
 from memoryd.runtime.rpc.context import DaemonContext
 from memoryd.runtime.rpc.prologue import WRITE, ordered_actor, workspace_param
@@ -55,7 +56,7 @@ def _outside_workspaces(root: Path) -> list[Path]:
         f
         for f in memory_text_files(root)
         if f.relative_to(root).parts[0] not in dirs
-        and not (root / f.relative_to(root).parts[0] / "index.sqlite").exists()
+        and not (root / f.relative_to(root).parts[0] / INDEX_FILE).exists()
     ]
 
 
@@ -122,7 +123,7 @@ async def _purge_all(supervisor: Supervisor, scrubber: Scrubber) -> PurgeReply:
             files = await anyio.to_thread.run_sync(memory_text_files, directory)
             found = await anyio.to_thread.run_sync(scan_files, files, scrubber)
             done, count = await redact_files(found, scrubber)
-            await anyio.to_thread.run_sync(discard_files, directory / "index.sqlite")
+            await anyio.to_thread.run_sync(discard_files, directory / INDEX_FILE)
             result = {
                 "files": [f.relative_to(root).as_posix() for f in done],
                 "redacted": count,

@@ -45,6 +45,7 @@ from memoryd.core.replies import (
 )
 from memoryd.core.times import rfc3339
 from memoryd.core.transcripts import Format
+from memoryd.core.workspace import INDEX_FILE
 from memoryd.errors import (
     ActorUnavailable,
     MemorydError,
@@ -143,7 +144,7 @@ class WorkspaceActor:
             # Serve search from an index rebuilt in a private temp directory; refuse writes.
             self.log.warning("workspace.read_only", reason=self.read_only)
             private = Path(await anyio.to_thread.run_sync(mkdtemp_private))
-            self.memory.use_index_at(private / "index.sqlite")
+            self.memory.use_index_at(private / INDEX_FILE)
         try:
             await self.memory.open()
             async with anyio.create_task_group() as tg:

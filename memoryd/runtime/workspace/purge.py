@@ -30,6 +30,7 @@ import structlog
 
 from memoryd.core.replies import WorkspacePurge
 from memoryd.core.secrets import Scrubber
+from memoryd.core.workspace import HISTORY_DIR, LIVE_DIR
 from memoryd.providers.cache import CachedProvider, text_key
 from memoryd.runtime.workspace.filelock import file_lock
 from memoryd.runtime.workspace.memory import WorkspaceMemory
@@ -45,8 +46,6 @@ from memoryd.store.secretscan import (
 )
 
 log = structlog.get_logger(__name__)
-
-LIVE_DIR = ".live"
 
 
 def scan_files(files: list[Path], scrubber: Scrubber) -> list[FileScan]:
@@ -125,7 +124,7 @@ async def purge_workspace(
     out: WorkspacePurge = {
         "files": [p.relative_to(root).as_posix() for p in rewritten],
         "redacted": redacted,
-        "history_files": sum(1 for p in rewritten if ".history" in p.parts),
+        "history_files": sum(1 for p in rewritten if HISTORY_DIR in p.parts),
         "chunks_dropped": len(texts),
         "cache_entries_dropped": dropped,
         "reindexed_files": synced,
