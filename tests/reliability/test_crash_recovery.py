@@ -49,8 +49,10 @@ SEED = int(os.environ.get("MDD_RELIABILITY_SEED") or 20250101)
 CONFIG = (
     NO_EMBEDDINGS
     # The harness's model keeps every line, so MEMORY.md only grows: about 32,000 characters
-    # by the last cycles, where the default dream input cap (issue 16) would refuse a dream.
-    + "[dream]\nmin_hours = 0\nmin_sessions = 1\nmax_input_chars = 128000\n"
+    # after 30 cycles and far more after 300, where the dream caps (issue 16: dreams stop with
+    # memory_too_large, tested elsewhere) would stop the dreams this suite needs.
+    + "[dream]\nmin_hours = 0\nmin_sessions = 1\n"
+    + "max_input_chars = 50000000\nmax_write_chars = 50000000\n"
     + "[flush]\nidle_timeout_secs = 0\n"
 )
 
