@@ -38,6 +38,9 @@ After = Literal["flush", "close"]
 EVENTS = ("SessionStart", "Stop", "SubagentStop", "UserPromptSubmit", "PreCompact", "SessionEnd")
 #: Hits a prompt injection adds at most.
 PROMPT_HITS = 3
+#: The part of a prompt searched for them (``memory.search``'s query limit): a prompt holding
+#: a pasted log searched whole cost the daemon 40 s of CPU for 900 KB.
+PROMPT_QUERY_CHARS = 10_000
 _CONTEXT_TITLE = "# Memory (memoryd)"
 
 

@@ -304,3 +304,30 @@ def test_prompt_injection_is_off_by_default_and_finds_hits_when_on(
     assert output["hookEventName"] == "UserPromptSubmit"
     assert "/var/cache/zebrafish" in output["additionalContext"]
     assert output["additionalContext"].count("\n- ") <= 3
+
+
+def test_a_huge_prompt_is_searched_by_its_beginning_only(home: Path, processes: Processes) -> None:
+    """A prompt holding a pasted log (900 KB) is searched as ``memory.search`` would take it:
+    its first 10,000 characters. Searched whole it took the daemon 40 s of CPU per prompt
+    (0.03 s for 10,000 characters), long after the hook had given up."""
+    ws_path = project(home, "app")
+    transcript = home / "t.jsonl"
+    transcript.write_bytes(b"")
+    note = "The zebrafish build cache lives in /var/cache/zebrafish; wipe it after a bump."
+    env = {"MEMORYD_INJECT_ON_PROMPT": "true", "MEMORYD_INJECT_MIN_SCORE": "0.01"}
+    daemon = processes(env=env).start()
+    daemon.call("memory.remember", workspace=str(ws_path), text=note)
+    log = " ".join(f"w{i:06d}x{(i * 7919) % 100_003:05d}" for i in range(70_000))
+    prompt = ("zebrafish cache? " + log)[:900_000]
+    started = time.monotonic()
+    reply = daemon.call(
+        "hook.run",
+        agent="claude-code",
+        event=event("UserPromptSubmit", "p-2", ws_path, transcript, prompt=prompt),
+    )
+    took = time.monotonic() - started
+    assert (
+        "/var/cache/zebrafish"
+        in json.loads(reply["output"])["hookSpecificOutput"]["additionalContext"]
+    )
+    assert took < 5.0, f"hook.run took {took:.1f} s for a 900 KB prompt"

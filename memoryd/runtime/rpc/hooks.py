@@ -13,7 +13,15 @@ import os
 from typing import Any
 
 from memoryd.core import params as p
-from memoryd.core.hooks import PROMPT_HITS, Hit, compose_context, hook_output, parse_event, plan_for
+from memoryd.core.hooks import (
+    PROMPT_HITS,
+    PROMPT_QUERY_CHARS,
+    Hit,
+    compose_context,
+    hook_output,
+    parse_event,
+    plan_for,
+)
 from memoryd.core.params import check_session_id
 from memoryd.core.replies import HookReply, IngestReply
 from memoryd.core.transcripts import FORMATS, Format
@@ -106,7 +114,8 @@ def register(table: MethodTable, ctx: DaemonContext) -> None:
                 config.inject.max_chars,
             )
         elif plan.inject == "prompt" and event.prompt:
-            hits = await _hits(actor, event.prompt, None, PROMPT_HITS)
+            query = event.prompt[:PROMPT_QUERY_CHARS]
+            hits = await _hits(actor, query, None, PROMPT_HITS)
             context = compose_context([], hits, config.inject.max_chars)
         return {"output": hook_output(event, context), "event": event.name}
 
