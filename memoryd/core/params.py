@@ -8,6 +8,7 @@ expected, so a client sees exactly what to fix.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import PurePath
 from typing import Any
 
 from memoryd.core.workspace import session_id_prefix
@@ -51,6 +52,16 @@ def string(
         raise InvalidParams(f"parameter '{name}' is longer than {max_len} characters", param=name)
     if "\x00" in value:
         raise InvalidParams(f"parameter '{name}' contains a NUL character", param=name)
+    return value
+
+
+def absolute_path(params: Mapping[str, Any], name: str, default: Any = MISSING) -> Any:
+    """A string parameter that is an absolute path (only its spelling is checked)."""
+    value = string(params, name, default, max_len=4096)
+    if isinstance(value, str) and not PurePath(value).is_absolute():
+        raise InvalidParams(
+            f"parameter '{name}' must be an absolute path, got {value!r}", param=name
+        )
     return value
 
 

@@ -130,6 +130,8 @@ async def test_only_absolute_paths_of_regular_files_are_read(home: Path) -> None
                 await d.call("session.ingest", path=path, **base)
         with pytest.raises(InvalidParams, match="does not exist"):
             await d.call("session.ingest", path=str(home / "missing.jsonl"), **base)
+        with pytest.raises(InvalidParams, match="'workspace' must be an absolute path"):
+            await d.call("session.ingest", path=str(CLAUDE), **{**base, "workspace": "shop"})
         with pytest.raises(InvalidParams, match="format"):
             await d.call("session.ingest", path=str(CLAUDE), **{**base, "format": "gemini"})
 

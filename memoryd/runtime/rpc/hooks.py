@@ -25,19 +25,13 @@ from memoryd.core.hooks import (
 from memoryd.core.params import check_session_id
 from memoryd.core.replies import HookReply, IngestReply
 from memoryd.core.transcripts import FORMATS, Format
-from memoryd.errors import InvalidParams, MemorydError, NotFound
+from memoryd.errors import MemorydError, NotFound
 from memoryd.runtime.rpc.context import DaemonContext
 from memoryd.runtime.rpc.prologue import WRITE, ordered_actor
 from memoryd.runtime.rpc.table import MethodTable
 from memoryd.runtime.workspace.actor import WorkspaceActor
 
 AFTER = ("flush", "close", "flush_close")
-
-
-def _abs(value: str, name: str) -> str:
-    if not os.path.isabs(value):
-        raise InvalidParams(f"parameter {name!r} must be an absolute path", param=name)
-    return value
 
 
 async def _session_actor(
@@ -64,19 +58,18 @@ def register(table: MethodTable, ctx: DaemonContext) -> None:
     async def session_ingest(params: dict[str, Any]) -> IngestReply:
         p.known_only(params, ("session_id", "path", "format", "workspace", "after", "background"))
         session_id = check_session_id(params.get("session_id"))
-        path = _abs(p.string(params, "path", max_len=4096), "path")
+        path: str = p.absolute_path(params, "path")
         fmt: Format = p.choice(params, "format", FORMATS)
         after = p.choice(params, "after", AFTER, None)
         background = p.boolean(params, "background", False)
-        workspace = p.string(params, "workspace", None, max_len=4096)
-        if workspace is not None:
-            _abs(workspace, "workspace")
-            if after in ("close", "flush_close") and not await _is_open(ctx, session_id):
-                # Outside the order slot: only asks whether the transcript changed since
-                # the session was registered (a file check, no memory read or written).
-                actor = await ctx.supervisor.actor_for(workspace)
-                if await actor.ingestor.unchanged_since_registered(path):
-                    return {"ingested": 0, "skipped": True}
+        workspace: str | None = p.absolute_path(params, "workspace", None)
+        closing = after in ("close", "flush_close")
+        if workspace is not None and closing and not await _is_open(ctx, session_id):
+            # Outside the order slot: only asks whether the transcript changed since the
+            # session was registered (a file check, no memory read or written).
+            actor = await ctx.supervisor.actor_for(workspace)
+            if await actor.ingestor.unchanged_since_registered(path):
+                return {"ingested": 0, "skipped": True}
         actor = await _session_actor(ctx, session_id, workspace)
         return await actor.session_ingest(session_id, path, fmt, after=after, background=background)
 

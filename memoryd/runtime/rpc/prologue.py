@@ -16,13 +16,11 @@ uses :func:`session_actor_outside_order` and says why in a comment.
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Literal
 
 from memoryd.core import params as p
-from memoryd.errors import InvalidParams
 from memoryd.runtime.supervisor import RequestOrder, Supervisor
 from memoryd.runtime.workspace.actor import WorkspaceActor
 
@@ -33,11 +31,7 @@ WRITE: Slot = "write"
 
 def workspace_param(params: dict[str, Any]) -> str:
     """The ``workspace`` parameter: an absolute path (not resolved here)."""
-    workspace: str = p.string(params, "workspace", max_len=4096)
-    if not os.path.isabs(workspace):
-        raise InvalidParams(
-            f"parameter 'workspace' must be an absolute path, got {workspace!r}", param="workspace"
-        )
+    workspace: str = p.absolute_path(params, "workspace")
     return workspace
 
 
