@@ -33,7 +33,7 @@ from memoryd.runtime.rpc.table import MethodTable
 from memoryd.runtime.supervisor import Supervisor
 from memoryd.runtime.workspace.purge import describe, redact_files, scan_files
 from memoryd.store.index.guard import discard_files
-from memoryd.store.layout import resolve_workspace
+from memoryd.store.layout import memory_relpath, resolve_workspace
 from memoryd.store.registry import load_registry
 from memoryd.store.secretscan import FileScan, memory_text_files
 
@@ -108,7 +108,7 @@ async def _purge_all(supervisor: Supervisor, scrubber: Scrubber) -> PurgeReply:
     rewritten, redacted = await redact_files(scans, scrubber)
     out: PurgeReply = {
         "global": {
-            "files": [f.relative_to(root).as_posix() for f in rewritten],
+            "files": [memory_relpath(root, f) for f in rewritten],
             "redacted": redacted,
         },
         "workspaces": [],
@@ -125,7 +125,7 @@ async def _purge_all(supervisor: Supervisor, scrubber: Scrubber) -> PurgeReply:
             done, count = await redact_files(found, scrubber)
             await anyio.to_thread.run_sync(discard_files, directory / INDEX_FILE)
             result = {
-                "files": [f.relative_to(root).as_posix() for f in done],
+                "files": [memory_relpath(root, f) for f in done],
                 "redacted": count,
                 "index_removed": True,
                 "error": str(exc),

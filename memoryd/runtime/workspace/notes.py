@@ -18,7 +18,12 @@ from memoryd.errors import InvalidParams, NotFound
 from memoryd.runtime.workspace.filelock import file_lock
 from memoryd.store.files import append_section, ensure_file, read_text_capped
 from memoryd.store.index import SyncReport
-from memoryd.store.layout import Workspace, global_memory_file, resolve_client_path
+from memoryd.store.layout import (
+    Workspace,
+    global_memory_file,
+    memory_relpath,
+    resolve_client_path,
+)
 from memoryd.store.prepare import DEFAULT_MAX_FILE_BYTES
 
 MAX_GET_CHARS = 256 * 1024  # memory.get answers at most this much text; the rest by `from`
@@ -63,7 +68,7 @@ async def write_note(
     target = memory_file(root, workspace, scope)
     scrubbed = Scrubbed(text) if scrubber is None else scrubber.scrub(text)
     note = format_note(scrubbed.text)
-    rel = target.relative_to(root).as_posix()
+    rel = memory_relpath(root, target)
     if note is None:
         return {"path": rel, "written": False}
     extra = scrubbed.notice()

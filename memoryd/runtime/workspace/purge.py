@@ -35,6 +35,7 @@ from memoryd.providers.cache import CachedProvider, text_key
 from memoryd.runtime.workspace.filelock import file_lock
 from memoryd.runtime.workspace.memory import WorkspaceMemory
 from memoryd.runtime.workspace.sessions import SessionManager
+from memoryd.store.layout import memory_relpath
 from memoryd.store.secretscan import (
     FileScan,
     compact_index,
@@ -57,7 +58,7 @@ def describe(scans: list[FileScan], root: Path) -> list[dict[str, Any]]:
     """The ``files`` entry of a scan reply: path (relative to the memory root), findings."""
     return [
         {
-            "path": s.path.relative_to(root).as_posix(),
+            "path": memory_relpath(root, s.path),
             "findings": [
                 {"line": f.line, "kind": f.kind, "fingerprint": f.fingerprint} for f in s.findings
             ],
@@ -122,7 +123,7 @@ async def purge_workspace(
     synced = await memory.reconcile()
     await memory.db_phase(lambda: compact_index(memory.index.conn))
     out: WorkspacePurge = {
-        "files": [p.relative_to(root).as_posix() for p in rewritten],
+        "files": [memory_relpath(root, p) for p in rewritten],
         "redacted": redacted,
         "history_files": sum(1 for p in rewritten if HISTORY_DIR in p.parts),
         "chunks_dropped": len(texts),
