@@ -31,7 +31,7 @@ from memoryd.runtime.rpc.context import DaemonContext
 from memoryd.runtime.rpc.prologue import WRITE, ordered_actor, workspace_param
 from memoryd.runtime.rpc.table import MethodTable
 from memoryd.runtime.supervisor import Supervisor
-from memoryd.runtime.workspace.purge import describe, redact_files, scan_files
+from memoryd.runtime.workspace.purge import describe, redact_files, scan_files, scan_tree
 from memoryd.store.index.guard import discard_files
 from memoryd.store.layout import memory_relpath, resolve_workspace
 from memoryd.store.registry import load_registry
@@ -120,8 +120,7 @@ async def _purge_all(supervisor: Supervisor, scrubber: Scrubber) -> PurgeReply:
                 result = await actor.secrets_purge()
         except MemorydError as exc:  # gone or failing: redact its files, drop its index
             directory = root / entry.dirname
-            files = await anyio.to_thread.run_sync(memory_text_files, directory)
-            found = await anyio.to_thread.run_sync(scan_files, files, scrubber)
+            found = await anyio.to_thread.run_sync(scan_tree, directory, scrubber)
             done, count = await redact_files(found, scrubber)
             await anyio.to_thread.run_sync(discard_files, directory / INDEX_FILE)
             result = {

@@ -54,6 +54,11 @@ def scan_files(files: list[Path], scrubber: Scrubber) -> list[FileScan]:
     return [scanned for p in files if (scanned := scan_file(p, scrubber)).findings]
 
 
+def scan_tree(directory: Path, scrubber: Scrubber) -> list[FileScan]:
+    """The memory text files under ``directory`` that hold a secret (blocking)."""
+    return scan_files(memory_text_files(directory), scrubber)
+
+
 def describe(scans: list[FileScan], root: Path) -> list[dict[str, Any]]:
     """The ``files`` entry of a scan reply: path (relative to the memory root), findings."""
     return [
@@ -68,8 +73,7 @@ def describe(scans: list[FileScan], root: Path) -> list[dict[str, Any]]:
 
 
 async def scan_workspace(memory: WorkspaceMemory, scrubber: Scrubber) -> list[FileScan]:
-    files = await anyio.to_thread.run_sync(memory_text_files, memory.workspace.dir)
-    return await anyio.to_thread.run_sync(scan_files, files, scrubber)
+    return await anyio.to_thread.run_sync(scan_tree, memory.workspace.dir, scrubber)
 
 
 async def redact_files(scans: list[FileScan], scrubber: Scrubber) -> tuple[list[Path], int]:
