@@ -331,3 +331,33 @@ def test_a_huge_prompt_is_searched_by_its_beginning_only(home: Path, processes: 
         in json.loads(reply["output"])["hookSpecificOutput"]["additionalContext"]
     )
     assert took < 5.0, f"hook.run took {took:.1f} s for a 900 KB prompt"
+
+
+def test_injected_memory_is_scrubbed_on_its_way_to_the_agent(
+    home: Path, processes: Processes
+) -> None:
+    """A secret a person typed into MEMORY.md (or one written before the scrubber) is not
+    put into the agent's context (SPEC §18: text leaving for a model), neither from the
+    curated memory nor from a prompt's hits."""
+    ws_path = project(home, "app")
+    ws = resolve_workspace(ws_path, home / "memory")
+    secret = "ghp_" + "Q7mZ2xR9kL4vB8nT1wY6pH3sD5fG0jK2aE4c"
+    ws.memory_file.parent.mkdir(parents=True, exist_ok=True)
+    ws.memory_file.write_text(
+        f"# Memory\n\n- The quokka deploy bot pushes with token {secret} from CI.\n",
+        encoding="utf-8",
+    )
+    transcript = home / "t.jsonl"
+    transcript.write_bytes(b"")
+    env = {"MEMORYD_INJECT_ON_PROMPT": "true", "MEMORYD_INJECT_MIN_SCORE": "0.01"}
+    daemon = processes(env=env).start()
+    for name, extra in (("SessionStart", {"source": "startup"}), ("UserPromptSubmit", {})):
+        reply = daemon.call(
+            "hook.run",
+            agent="claude-code",
+            event=event(name, "s-1", ws_path, transcript, prompt="quokka deploy token", **extra),
+        )
+        assert reply["output"], name
+        context = json.loads(reply["output"])["hookSpecificOutput"]["additionalContext"]
+        assert "quokka deploy bot" in context, name
+        assert secret not in context and "[REDACTED:" in context, name

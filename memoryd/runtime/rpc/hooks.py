@@ -9,8 +9,11 @@ after the reply; the reply holds only what the agent prints (``output``).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any
+
+import structlog
 
 from memoryd.core import params as p
 from memoryd.core.hooks import (
@@ -30,6 +33,9 @@ from memoryd.runtime.rpc.context import DaemonContext
 from memoryd.runtime.rpc.prologue import WRITE, ordered_actor
 from memoryd.runtime.rpc.table import MethodTable
 from memoryd.runtime.workspace.actor import WorkspaceActor
+from memoryd.runtime.workspace.redaction import redact
+
+log = structlog.get_logger(__name__)
 
 AFTER = ("flush", "close", "flush_close")
 
@@ -97,19 +103,34 @@ def register(table: MethodTable, ctx: DaemonContext) -> None:
             )
         # The reads below run outside the workspace's order slot: a hook answers from what
         # is indexed now (best effort, fast) rather than wait for writes sent before it.
+        # What leaves for the agent's model is scrubbed (SPEC §18), before it is fitted in
+        # max_chars: a secret a person typed into MEMORY.md, or one written before the
+        # scrubber, is not injected.
+        scrubber = config.secrets.scrubber()
+
+        def scrub(text: str) -> str:
+            return redact(scrubber, text, log, "hook.inject")
+
         context = ""
         if plan.inject == "session":
             workspace_md, global_md = await actor.curated_memory()
             hits = await _hits(actor, os.path.basename(workspace), ("session",), 3)
             context = compose_context(
-                [("Workspace memory (MEMORY.md)", workspace_md), ("Global memory", global_md)],
-                hits,
+                [
+                    ("Workspace memory (MEMORY.md)", scrub(workspace_md)),
+                    ("Global memory", scrub(global_md)),
+                ],
+                [dataclasses.replace(h, snippet=scrub(h.snippet)) for h in hits],
                 config.inject.max_chars,
             )
         elif plan.inject == "prompt" and event.prompt:
             query = event.prompt[:PROMPT_QUERY_CHARS]
             hits = await _hits(actor, query, None, PROMPT_HITS)
-            context = compose_context([], hits, config.inject.max_chars)
+            context = compose_context(
+                [],
+                [dataclasses.replace(h, snippet=scrub(h.snippet)) for h in hits],
+                config.inject.max_chars,
+            )
         return {"output": hook_output(event, context), "event": event.name}
 
     async def _is_open(ctx: DaemonContext, session_id: str) -> bool:
