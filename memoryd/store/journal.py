@@ -42,7 +42,7 @@ from typing import Any
 import blake3
 import structlog
 
-from memoryd.core.flushing import ROLES, Message
+from memoryd.core.flushing import ROLES, Message, message_dict
 from memoryd.core.workspace import LIVE_DIR, SESSIONS_DIR
 from memoryd.errors import StorageError
 from memoryd.store.files import atomic_write_bytes, make_private_dirs, storage_error
@@ -190,18 +190,21 @@ def _mark(record: Mapping[str, Any]) -> IngestMark | None:
     )
 
 
+def _message(item: object) -> Message | None:
+    """The message of ``{"role", "content", …}`` (:func:`message_dict`'s shape), else None."""
+    if not isinstance(item, dict):
+        return None
+    role, content = item.get("role"), item.get("content")
+    if role not in ROLES or not isinstance(content, str):
+        return None
+    return Message(role, content)
+
+
 def _messages(raw: object) -> list[Message] | None:
     if not isinstance(raw, list):
         return None
-    out: list[Message] = []
-    for item in raw:
-        if not isinstance(item, dict):
-            return None
-        role, content = item.get("role"), item.get("content")
-        if role not in ROLES or not isinstance(content, str):
-            return None
-        out.append(Message(role, content))
-    return out
+    out = [_message(item) for item in raw]
+    return None if None in out else [m for m in out if m is not None]
 
 
 def _parse(path: Path, data: bytes) -> JournalState | None:
@@ -229,16 +232,10 @@ def _parse(path: Path, data: bytes) -> JournalState | None:
                 return None
             continue
         match record.get("type"):
-            case "message" if record.get("role") in ROLES and isinstance(
-                record.get("content"), str
-            ):
+            case "message" if (message := _message(record)) is not None:
                 at = record.get("at")
-                messages.append(
-                    JournalMessage(
-                        Message(record["role"], record["content"]),
-                        float(at) if isinstance(at, int | float) else header.opened_at,
-                    )
-                )
+                when = float(at) if isinstance(at, int | float) else header.opened_at
+                messages.append(JournalMessage(message, when))
             case "flush":
                 flush = _flush(record)
             case "log" if isinstance(record.get("date"), str) and isinstance(
@@ -466,10 +463,7 @@ class Journal:
     def append_messages(self, messages: Sequence[Message], at: float) -> None:
         """Append ``messages`` (one fsync for the batch). Returns once they are on disk."""
         if messages:
-            self._write(
-                {"type": "message", "role": m.role, "content": m.content, "at": at}
-                for m in messages
-            )
+            self._write({"type": "message", **message_dict(m), "at": at} for m in messages)
 
     def append_ingest(self, messages: Sequence[Message], mark: IngestMark) -> None:
         """Append ``messages`` read from a transcript together with the transcript's new
@@ -479,7 +473,7 @@ class Journal:
                 {
                     "type": "ingest",
                     **asdict(mark),
-                    "messages": [{"role": m.role, "content": m.content} for m in messages],
+                    "messages": [message_dict(m) for m in messages],
                 }
             ]
         )
