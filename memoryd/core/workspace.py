@@ -26,8 +26,9 @@ Source = Literal["global", "workspace", "session"]
 WorkspaceKind = Literal["git", "path"]
 
 #: Files at the root of the memory tree that are global memory (SPEC §2, §10).
-GLOBAL_FILES: tuple[str, ...] = ("MEMORY.md", "experience.md")
 MEMORY_FILE = "MEMORY.md"
+EXPERIENCE_FILE = "experience.md"
+GLOBAL_FILES: tuple[str, ...] = (MEMORY_FILE, EXPERIENCE_FILE)
 SESSIONS_DIR = "sessions"
 #: In a workspace's memory directory: open sessions' journals (in sessions/), the index,
 #: dream backups and journal (the README's "Memory on disk").

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memoryd.core.workspace import (
+    EXPERIENCE_FILE,
     GLOBAL_FILES,
     HISTORY_DIR,
     INDEX_FILE,
@@ -106,7 +107,7 @@ def global_memory_file(root: Path) -> Path:
 
 def experience_file(root: Path) -> Path:
     """``<root>/experience.md``: lessons distilled across workspaces (SPEC §10)."""
-    return root / "experience.md"
+    return root / EXPERIENCE_FILE
 
 
 def memory_relpath(root: Path, path: Path) -> str:

@@ -51,7 +51,7 @@ from memoryd.core.replies import (
     ConfluenceSummary,
 )
 from memoryd.core.times import rfc3339
-from memoryd.core.workspace import MEMORY_FILE
+from memoryd.core.workspace import EXPERIENCE_FILE, MEMORY_FILE
 from memoryd.errors import Busy, MemorydError, ModelNotConfigured, StorageError, describe_error
 from memoryd.providers.llm import ChatModel
 from memoryd.runtime.workspace.filelock import file_lock
@@ -62,7 +62,6 @@ from memoryd.store.registry import RegistryEntry, load_registry
 
 log = structlog.get_logger(__name__)
 
-EXPERIENCE = "experience.md"
 STATE_DIR = ".confluence"
 STATE_FILE = "state.json"
 #: The schedule looks at the config at least this often (a reload that enables it applies).
@@ -131,7 +130,7 @@ class RunReport:
             "rejections": self.rejections,
             "accepted": self.accepted,
             "refused": self.refused,
-            "path": EXPERIENCE,
+            "path": EXPERIENCE_FILE,
         }
 
 
@@ -493,7 +492,7 @@ class Confluence:
                 for name, raw in sorted((state.get("watermarks") or {}).items())
                 for mark in [cf.Watermark.from_dict(raw)]
             },
-            "experience_path": EXPERIENCE,
+            "experience_path": EXPERIENCE_FILE,
             "state_path": f"{STATE_DIR}/{STATE_FILE}",
         }
 

@@ -29,6 +29,7 @@ import structlog
 
 from memoryd.core.chunking import chunker_signature
 from memoryd.core.replies import IndexStats
+from memoryd.core.workspace import MEMORY_FILE, SESSIONS_DIR
 from memoryd.errors import IndexCorrupt
 from memoryd.store import migrations
 from memoryd.store.connection import Connection, DatabaseError, connect, quick_check
@@ -112,8 +113,8 @@ class Index(Writer, Reader):
 
     def _has_markdown(self) -> bool:
         """Whether this workspace has memory files (so a missing index existed before)."""
-        sessions = self.workspace_dir / "sessions"
-        return (self.workspace_dir / "MEMORY.md").is_file() or (
+        sessions = self.workspace_dir / SESSIONS_DIR
+        return (self.workspace_dir / MEMORY_FILE).is_file() or (
             sessions.is_dir() and any(sessions.glob("*.md"))
         )
 

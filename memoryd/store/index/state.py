@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from memoryd.core.workspace import source_of
+from memoryd.core.workspace import GLOBAL_FILES, MEMORY_FILE, SESSIONS_DIR, source_of
 from memoryd.errors import StorageError
 from memoryd.store.connection import Capabilities, Connection
 from memoryd.store.index import guard
@@ -96,11 +96,11 @@ class IndexState:
     def disk_files(self) -> list[Path]:
         """The memory files that belong in this index, as they are on disk now (a symlink
         out of the memory root is not one)."""
-        found = [p for p in (self.root / "MEMORY.md", self.root / "experience.md") if _entry(p)]
-        ws_memory = self.workspace_dir / "MEMORY.md"
+        found = [p for p in (self.root / name for name in GLOBAL_FILES) if _entry(p)]
+        ws_memory = self.workspace_dir / MEMORY_FILE
         if _entry(ws_memory):
             found.append(ws_memory)
-        sessions = self.workspace_dir / "sessions"
+        sessions = self.workspace_dir / SESSIONS_DIR
         if sessions.is_dir():
             found.extend(sorted(p for p in sessions.glob("*.md") if _entry(p)))
         return [p for p in found if self.inside_root(p)]
@@ -119,7 +119,7 @@ class IndexState:
             return False
         return "/" not in rel or path.parent in (
             self.workspace_dir,
-            self.workspace_dir / "sessions",
+            self.workspace_dir / SESSIONS_DIR,
         )
 
 

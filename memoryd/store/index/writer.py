@@ -14,7 +14,7 @@ from typing import TypeVar
 import blake3
 import structlog
 
-from memoryd.core.workspace import source_of
+from memoryd.core.workspace import SESSIONS_DIR, source_of
 from memoryd.store.connection import DatabaseError
 from memoryd.store.files import DECODE_WARNING, read_regular
 from memoryd.store.heap import release_free_memory
@@ -482,7 +482,7 @@ class Writer(Vectors):
         for directory, prefix in (
             (self.root, ""),
             (self.workspace_dir, f"{ws_rel}/"),
-            (self.workspace_dir / "sessions", f"{ws_rel}/sessions/"),
+            (self.workspace_dir / SESSIONS_DIR, f"{ws_rel}/{SESSIONS_DIR}/"),
         ):
             try:
                 with os.scandir(directory) as entries:
