@@ -166,7 +166,10 @@ def test_status_and_doctor_say_when_embedding_calls_time_out_and_what_to_change(
             for i in range(40):  # 40 files before the workspace starts: one cold start
                 text = f"# Log {i}\n\n## Note {i}\n\nslow servers, small batches, part {i}\n"
                 (sessions / f"2026-01-01-slow-{i:08d}.md").write_text(text)
-            assert run(capsys, "search", "slow servers", "-w", ws)[0] == 0  # starts it
+            # Started by a read, not a search: a search's query is embedded first (#19), and
+            # its measured speed sizes the first batch to fit, so nothing would time out.
+            first = f"{workspace_dir(daemon)}/sessions/2026-01-01-slow-00000000.md"
+            assert run(capsys, "get", first, "-w", ws)[0] == 0  # starts it
 
             def advised() -> bool:
                 _, out, _ = run(capsys, "status", "--json")
