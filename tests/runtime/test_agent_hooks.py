@@ -361,3 +361,30 @@ def test_injected_memory_is_scrubbed_on_its_way_to_the_agent(
         context = json.loads(reply["output"])["hookSpecificOutput"]["additionalContext"]
         assert "quokka deploy bot" in context, name
         assert secret not in context and "[REDACTED:" in context, name
+
+
+def test_a_huge_memory_file_is_read_only_as_far_as_the_injection_goes(
+    home: Path, processes: Processes
+) -> None:
+    """``SessionStart`` reads ``MEMORY.md`` up to what ``[inject] max_chars`` can hold: a
+    1 GB file (sparse: its tail is NUL bytes) was read, decoded and scrubbed whole for every
+    session start."""
+    ws_path = project(home, "app")
+    ws = resolve_workspace(ws_path, home / "memory")
+    ws.memory_file.parent.mkdir(parents=True, exist_ok=True)
+    with ws.memory_file.open("wb") as handle:
+        handle.write(b"# Memory\n\n- The marmot queue drains every night at 02:00.\n")
+        handle.truncate(1 << 30)
+    transcript = home / "t.jsonl"
+    transcript.write_bytes(b"")
+    daemon = processes().start()
+    started = time.monotonic()
+    reply = daemon.call(
+        "hook.run",
+        agent="claude-code",
+        event=event("SessionStart", "s-2", ws_path, transcript, source="startup"),
+    )
+    took = time.monotonic() - started
+    context = json.loads(reply["output"])["hookSpecificOutput"]["additionalContext"]
+    assert "marmot queue drains" in context
+    assert took < 3.0, f"SessionStart took {took:.1f} s with a 1 GB MEMORY.md"

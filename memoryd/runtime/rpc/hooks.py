@@ -113,7 +113,8 @@ def register(table: MethodTable, ctx: DaemonContext) -> None:
 
         context = ""
         if plan.inject == "session":
-            workspace_md, global_md = await actor.curated_memory()
+            # No more than max_chars can be shown: at most 4 UTF-8 bytes each are read.
+            workspace_md, global_md = await actor.curated_memory(4 * config.inject.max_chars)
             hits = await _hits(actor, os.path.basename(workspace), ("session",), 3)
             context = compose_context(
                 [

@@ -484,10 +484,13 @@ class WorkspaceActor:
                 "session.ingest_failed", session_id=session_id, after=after, error=str(exc)
             )
 
-    async def curated_memory(self) -> tuple[str, str]:
-        """The workspace's and the global ``MEMORY.md`` texts (empty when missing)."""
+    async def curated_memory(self, max_bytes: int) -> tuple[str, str]:
+        """The workspace's and the global ``MEMORY.md`` texts (empty when missing), each at
+        most its first ``max_bytes`` (cut at a line end: no file is read whole for this)."""
         paths = (self.workspace.memory_file, global_memory_file(self.root))
-        texts = await anyio.to_thread.run_sync(lambda: [read_text(p) or "" for p in paths])
+        texts = await anyio.to_thread.run_sync(
+            lambda: [read_text(p, max_bytes) or "" for p in paths]
+        )
         return texts[0], texts[1]
 
     # dream (SPEC §8) ----------------------------------------------------------------
