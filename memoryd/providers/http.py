@@ -38,13 +38,18 @@ MAX_MESSAGE = 300
 """Characters of a server's message (or answer) an error quotes at most."""
 
 
+#: The backoff of every retry (chat and embeddings): from this, doubling up to the cap.
+BACKOFF_BASE_SECS = 0.25
+BACKOFF_CAP_SECS = 4.0
+
+
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
     """How often and how long to wait before retrying a 429, a 5xx or a transport error."""
 
     max_retries: int = 2
-    backoff_base: float = 0.25
-    backoff_cap: float = 4.0
+    backoff_base: float = BACKOFF_BASE_SECS
+    backoff_cap: float = BACKOFF_CAP_SECS
 
     def delay(self, failures: int, retry_after: float | None) -> float:
         """Seconds to wait after the ``failures``-th failed attempt (1-based)."""

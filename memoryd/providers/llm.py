@@ -19,7 +19,13 @@ import httpx
 
 from memoryd.core.config import Config
 from memoryd.errors import ConfigError, ModelError
-from memoryd.providers.http import Endpoint, RetryPolicy, excerpt
+from memoryd.providers.http import (
+    BACKOFF_BASE_SECS,
+    BACKOFF_CAP_SECS,
+    Endpoint,
+    RetryPolicy,
+    excerpt,
+)
 
 
 @runtime_checkable
@@ -107,8 +113,8 @@ class OpenAIChatModel:
         timeout_secs: float = 60.0,
         max_retries: int = 2,
         *,
-        backoff_base: float = 0.25,
-        backoff_cap: float = 4.0,
+        backoff_base: float = BACKOFF_BASE_SECS,
+        backoff_cap: float = BACKOFF_CAP_SECS,
         environ: Mapping[str, str] | None = None,
     ) -> None:
         self.model = model

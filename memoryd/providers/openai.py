@@ -46,7 +46,7 @@ import structlog
 from memoryd.core.ranking import SimilarityScale
 from memoryd.errors import EmbeddingError
 from memoryd.providers.embeddings import normalize
-from memoryd.providers.http import Endpoint, RetryPolicy
+from memoryd.providers.http import BACKOFF_BASE_SECS, BACKOFF_CAP_SECS, Endpoint, RetryPolicy
 
 log = structlog.get_logger(__name__)
 
@@ -72,8 +72,8 @@ class OpenAIEmbeddings:
         batch_size: int = 32,
         timeout_secs: float = 10.0,
         max_retries: int = 3,
-        backoff_base: float = 0.25,
-        backoff_cap: float = 4.0,
+        backoff_base: float = BACKOFF_BASE_SECS,
+        backoff_cap: float = BACKOFF_CAP_SECS,
         env: Mapping[str, str] | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         similarity: SimilarityScale | None = None,
