@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from bench.corpus import DAEMON_CHUNKS
 from bench.raw import TOP_K, RawFts, RawVectors, numpy_available
 from bench.report import Row, median
 from memoryd.core.chunking import chunk_ids, chunk_markdown
@@ -69,9 +70,15 @@ def search_steps(
     label: str,
 ) -> list[Row]:
     """Median time of each step of one memoryd search, next to its raw counterpart."""
-    index = Index(db, root=root, workspace_dir=workspace_dir, vectors_in_memory=numpy_available())
+    index = Index(
+        db,
+        root=root,
+        workspace_dir=workspace_dir,
+        settings=DAEMON_CHUNKS,
+        vectors_in_memory=numpy_available(),
+    )
     index.open()
-    scan = Index(db, root=root, workspace_dir=workspace_dir)  # vectors_in_memory = "off"
+    scan = Index(db, root=root, workspace_dir=workspace_dir, settings=DAEMON_CHUNKS)  # no copy
     scan.open()
     steps: defaultdict[str, list[float]] = defaultdict(list)
     raw_steps: defaultdict[str, list[float]] = defaultdict(list)

@@ -9,7 +9,7 @@ keyword queries match a realistic share of the chunks.
 
 Everything depends only on the seed: :func:`session_files` yields the same files, byte for
 byte, on every machine. Files are generated until the memoryd chunker
-(:func:`memoryd.core.chunking.chunk_markdown`, default settings) says the corpus holds at
+(:func:`memoryd.core.chunking.chunk_markdown`, the daemon's settings) says the corpus holds at
 least the requested number of chunks, so the figure is exact before the daemon sees it.
 """
 
@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from memoryd.core.chunking import chunk_markdown
+from memoryd.core.chunking import Chunk, chunk_markdown
+from memoryd.core.config import Config
+from memoryd.store.index import ChunkSettings
 
 BASE_DATE = datetime(2026, 6, 1, tzinfo=UTC)
 
@@ -248,8 +250,26 @@ GLOBAL_TEXT = (
 )
 
 
+_INDEX = Config().index
+
+
+def daemon_chunks(text: str) -> list[Chunk]:
+    """The chunks of ``text`` as the daemon makes them (its default ``[index]`` settings,
+    small sections merged)."""
+    return chunk_markdown(
+        text, _INDEX.max_chunk_chars, _INDEX.chunk_overlap_chars, _INDEX.min_chunk_chars
+    )
+
+
+DAEMON_CHUNKS = ChunkSettings(
+    _INDEX.max_chunk_chars, _INDEX.chunk_overlap_chars, min_chars=_INDEX.min_chunk_chars
+)
+"""For an :class:`~memoryd.store.index.Index` opened on an index the daemon built (other
+settings would make it re-chunk every file)."""
+
+
 def count_chunks(text: str) -> int:
-    return len(chunk_markdown(text))
+    return len(daemon_chunks(text))
 
 
 @dataclass(frozen=True, slots=True)

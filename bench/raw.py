@@ -29,7 +29,8 @@ from pathlib import Path
 
 import blake3
 
-from memoryd.core.chunking import chunk_markdown
+from bench.corpus import DAEMON_CHUNKS, daemon_chunks
+from memoryd.core.chunking import indexed_text
 from memoryd.core.keywords import build_match_query, fts_text
 from memoryd.core.ranking import Candidate, Ranked, RankParams, rank
 from memoryd.providers.embeddings import HashProvider, normalize
@@ -113,7 +114,7 @@ class RawFts:
 
     def replace_file(self, rel: str, text: str) -> int:
         """Re-sync one file naively: chunk it, delete all its rows, insert all its chunks."""
-        bodies = [fts_text(c.text) for c in chunk_markdown(text)]
+        bodies = [fts_text(indexed_text(c.text)) for c in daemon_chunks(text)]
         conn = self.conn
         conn.execute("BEGIN")
         conn.executemany(
@@ -287,7 +288,7 @@ def fill_vectors(index_path: Path, root: Path, workspace_dir: Path, dims: int) -
     """
     started = time.perf_counter()
     fast = FastHash(dims)
-    index = Index(index_path, root=root, workspace_dir=workspace_dir)
+    index = Index(index_path, root=root, workspace_dir=workspace_dir, settings=DAEMON_CHUNKS)
     index.open()
     stored = 0
     try:

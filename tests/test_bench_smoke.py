@@ -6,9 +6,8 @@ import json
 import re
 from pathlib import Path
 
-from bench.corpus import corpus_files, queries, write_corpus
+from bench.corpus import corpus_files, count_chunks, queries, write_corpus
 from bench.report import Row, Target, format_markdown, format_table, percentile, write_json
-from memoryd.core.chunking import chunk_markdown
 from memoryd.core.keywords import build_match_query
 from memoryd.core.text import is_cjk
 from memoryd.core.workspace import session_date_from_name
@@ -22,7 +21,7 @@ def test_corpus_is_deterministic_and_sized_by_the_chunker() -> None:
     other = list(corpus_files(300, seed=4))
     assert first == again
     assert [f.text for f in first] != [f.text for f in other]
-    total = sum(len(chunk_markdown(f.text)) for f in first)
+    total = sum(count_chunks(f.text) for f in first)
     assert total == sum(f.chunks for f in first)
     assert total >= 300
     assert total - first[-1].chunks < 300  # stops as soon as the target is reached
@@ -47,7 +46,7 @@ def test_write_corpus_writes_what_it_reports(tmp_path: Path) -> None:
     written = write_corpus(tmp_path / "ws", 150, seed=2)
     on_disk = sorted(tmp_path.joinpath("ws").rglob("*.md"))
     assert written.files == len(on_disk)
-    assert written.chunks == sum(len(chunk_markdown(p.read_text())) for p in on_disk)
+    assert written.chunks == sum(count_chunks(p.read_text()) for p in on_disk)
 
 
 def test_queries_are_deterministic_and_searchable() -> None:
