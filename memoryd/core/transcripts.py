@@ -42,7 +42,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
-from memoryd.core.flushing import Message
+from memoryd.core.flushing import MAX_MESSAGE_CHARS, Message
 
 Format = Literal["claude-code", "codex", "plain"]
 FORMATS: tuple[str, ...] = get_args(Format)
@@ -138,11 +138,19 @@ class _State:
     def emit(self, role: Literal["user", "assistant", "system", "tool"], text: str) -> None:
         text = text.strip()
         if text:
-            self.messages.append(Message(role, text))
+            self.messages.append(Message(role, capped(text)))
             self.reply_id = None
 
     def tool(self, text: str) -> None:
         self.emit("tool", one_line(text, self.max_tool_chars))
+
+
+def capped(text: str) -> str:
+    """``text`` cut to the :data:`MAX_MESSAGE_CHARS` ``session.append`` takes (with ``…``): a
+    pasted log in a transcript is one message, never megabytes of journal and memory."""
+    if len(text) <= MAX_MESSAGE_CHARS:
+        return text
+    return text[: MAX_MESSAGE_CHARS - 1] + "…"
 
 
 def one_line(text: str, max_chars: int) -> str:
@@ -295,7 +303,8 @@ def _claude_assistant(state: _State, message: Mapping[str, Any], record: Mapping
                     continue
                 last = state.messages[-1] if state.messages else None
                 if reply_id and state.reply_id == reply_id and last and last.role == "assistant":
-                    state.messages[-1] = Message("assistant", f"{last.content}\n\n{text}")
+                    joined = capped(f"{last.content}\n\n{text}")
+                    state.messages[-1] = Message("assistant", joined)
                 else:
                     state.emit("assistant", text)
                 state.reply_id = reply_id

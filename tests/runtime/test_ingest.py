@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from memoryd.core.flushing import message_dict
+from memoryd.core.flushing import MAX_MESSAGE_CHARS, message_dict
 from memoryd.core.transcripts import parse
 from memoryd.errors import InvalidParams
 from memoryd.store import transcripts as transcript_files
@@ -231,3 +231,33 @@ async def test_a_rewritten_transcript_holding_a_secret_is_not_appended_twice(hom
         assert again["rewritten"] is True and again["ingested"] == 0 and again["count"] == 2
     ws = resolve_workspace(ws_path, home / "memory")
     assert secret.encode() not in (ws.live_dir / journal_name("sec-1")).read_bytes()
+
+
+@pytest.mark.anyio
+async def test_an_ingested_message_is_held_to_the_size_session_append_takes(home: Path) -> None:
+    """A transcript line of 3 MB (a pasted log) is one message of at most
+    MAX_MESSAGE_CHARS, as ``session.append`` takes: it was journalled and kept whole."""
+    ws_path = project(home, "shop")
+    transcript = home / "pasted.jsonl"
+    pasted = "Here is the log:\n" + "ERROR upstream timed out after 30 s\n" * 90_000
+    lines = [
+        {"type": "user", "sessionId": "p", "message": {"role": "user", "content": pasted}},
+        {"type": "user", "sessionId": "p", "message": {"role": "user", "content": "Why?"}},
+    ]
+    transcript.write_bytes(b"".join(json.dumps(line).encode() + b"\n" for line in lines))
+    async with in_process_daemon() as d:
+        out = await d.call(
+            "session.ingest",
+            session_id="pasted",
+            path=str(transcript),
+            format="claude-code",
+            workspace=str(ws_path),
+        )
+        assert out["ingested"] == 2
+        ws = resolve_workspace(ws_path, home / "memory")
+        state = load(ws.live_dir / journal_name("pasted"))
+        assert state is not None
+        first, second = (m.message for m in state.messages)
+        assert len(pasted) > 3_000_000
+        assert len(first.content) <= MAX_MESSAGE_CHARS
+        assert first.content.startswith("Here is the log:") and second.content == "Why?"
