@@ -26,6 +26,7 @@ from memoryd.core.chunking import (
     indexed_text,
     session_chunk_times,
 )
+from memoryd.core.config import IndexConfig
 from memoryd.core.keywords import fts_text
 from memoryd.core.workspace import session_date_from_name, source_of
 from memoryd.store.files import NotRegularFile, decode_text, read_regular
@@ -34,7 +35,7 @@ log = structlog.get_logger(__name__)
 
 PARTIAL = "partial:"
 """How the hash of a file written only in part (:meth:`Prepared.prefix`) starts."""
-DEFAULT_MAX_FILE_BYTES = 16 * 1024 * 1024
+DEFAULT_MAX_FILE_BYTES = IndexConfig().max_file_bytes
 """``index.max_file_bytes``: how much of one memory file is indexed."""
 
 

@@ -80,12 +80,7 @@ class WorkspaceMemory:
             workspace.index_path,
             root=root,
             workspace_dir=workspace.dir,
-            settings=ChunkSettings(
-                config.index.max_chunk_chars,
-                config.index.chunk_overlap_chars,
-                max_file_bytes=config.index.max_file_bytes,
-                min_chars=config.index.min_chunk_chars,
-            ),
+            settings=ChunkSettings.of(config.index),
             clock=clock,
             vectors_in_memory=mirror_wanted(config.index.vectors_in_memory),
         )

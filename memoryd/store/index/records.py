@@ -5,19 +5,34 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from memoryd.core.config import IndexConfig
 from memoryd.errors import StorageError
 from memoryd.store.prepare import DEFAULT_MAX_FILE_BYTES
+
+_DEFAULTS = IndexConfig()
 
 
 @dataclass(frozen=True, slots=True)
 class ChunkSettings:
-    max_chars: int = 1600
-    overlap_chars: int = 320
+    """How files are chunked and how much of each is indexed: the ``[index]`` keys
+    (:meth:`of`); the defaults are the config's, but for ``min_chars``."""
+
+    max_chars: int = _DEFAULTS.max_chunk_chars
+    overlap_chars: int = _DEFAULTS.chunk_overlap_chars
     min_chars: int = 0
     """``index.min_chunk_chars`` (200 in the config): smaller sections are merged with the
     next; 0 here keeps one chunk a section."""
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
     """``index.max_file_bytes``: how much of one file is indexed."""
+
+    @classmethod
+    def of(cls, index: IndexConfig) -> ChunkSettings:
+        return cls(
+            index.max_chunk_chars,
+            index.chunk_overlap_chars,
+            min_chars=index.min_chunk_chars,
+            max_file_bytes=index.max_file_bytes,
+        )
 
 
 @dataclass(slots=True)
