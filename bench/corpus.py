@@ -261,9 +261,7 @@ def daemon_chunks(text: str) -> list[Chunk]:
     )
 
 
-DAEMON_CHUNKS = ChunkSettings(
-    _INDEX.max_chunk_chars, _INDEX.chunk_overlap_chars, min_chars=_INDEX.min_chunk_chars
-)
+DAEMON_CHUNKS = ChunkSettings.of(_INDEX)
 """For an :class:`~memoryd.store.index.Index` opened on an index the daemon built (other
 settings would make it re-chunk every file)."""
 
