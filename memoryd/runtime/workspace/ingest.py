@@ -52,6 +52,7 @@ class Ingestor:
         self.max_tool_chars = max_tool_chars
         self._locks: dict[str, anyio.Lock] = {}
         self._registry: tuple[tuple[int, int, int], dict[str, IngestMark]] | None = None
+        self._registry_file = ingested.Registry(workspace.dir)
         self.log = log.bind(workspace=workspace.key.dirname)
 
     def _lock(self, session_id: str) -> anyio.Lock:
@@ -174,7 +175,7 @@ class Ingestor:
         """Keep the marks of a session that closed (see the module docstring)."""
         self._locks.pop(session_id, None)
         if marks:
-            await anyio.to_thread.run_sync(ingested.record, self.workspace.dir, marks, session_id)
+            await anyio.to_thread.run_sync(self._registry_file.record, marks, session_id)
 
 
 def _read_and_parse(
