@@ -56,15 +56,20 @@ BACKGROUND_UNIT = 1
 """Texts per encode of a background batch (a query waits for at most one such unit)."""
 
 
+MAX_YIELD_SECS = 1.0
+"""The longest a background unit waits for searches before it runs anyway."""
+
+
 class PriorityLock:
     """A lock that urgent holders get before ordinary ones (no fairness among equals); while
     :meth:`hold` is in force (a search running), ordinary holders wait altogether."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_yield_secs: float = MAX_YIELD_SECS) -> None:
         self._cond = threading.Condition()
         self._busy = False
         self._urgent_waiting = 0
         self._holds = 0
+        self._max_yield = max_yield_secs
 
     @contextmanager
     def hold(self) -> Iterator[None]:
@@ -78,12 +83,19 @@ class PriorityLock:
                 self._cond.notify_all()
 
     def acquire(self, urgent: bool) -> None:
+        """Take the lock; an ordinary holder yields to urgent ones and to holds, but for at
+        most ``max_yield_secs`` (searches back to back never starve background work)."""
+        deadline = time.monotonic() + self._max_yield
         with self._cond:
             if urgent:
                 self._urgent_waiting += 1
             try:
-                while self._busy or (not urgent and (self._urgent_waiting or self._holds)):
-                    self._cond.wait()
+                while self._busy or (
+                    not urgent
+                    and (self._urgent_waiting or self._holds)
+                    and time.monotonic() < deadline
+                ):
+                    self._cond.wait(max(0.0, deadline - time.monotonic()) or None)
             finally:
                 if urgent:
                     self._urgent_waiting -= 1

@@ -245,3 +245,13 @@ def test_the_priority_lock_lets_urgent_holders_first_and_holds_stop_ordinary_one
         assert got[-1] == "during" and waiting.is_alive()
     waiting.join(5)
     assert got[-1] == "held"
+
+
+def test_background_work_yields_to_searches_for_a_bounded_time() -> None:
+    lock = PriorityLock(max_yield_secs=0.2)
+    with lock.hold():  # searches back to back: the hold never ends while we wait
+        started = time.monotonic()
+        lock.acquire(urgent=False)
+        waited = time.monotonic() - started
+        lock.release()
+    assert 0.15 <= waited < 2.0

@@ -57,6 +57,7 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 
 BATCH_SYNC_MIN = 16  # sync this many dirty files or more in batched transactions
+MAX_YIELD_SECS = 1.0  # background embedding waits at most this long for searches to end
 
 
 class WorkspaceMemory:
@@ -430,9 +431,11 @@ class WorkspaceMemory:
     # ------------------------------------------------------------------ embeddings
 
     async def _after_searches(self) -> None:
-        """Wait until no search is in flight (background work yields to searches)."""
-        while self._searching:
-            await self._searches_done.wait()
+        """Wait until no search is in flight (background work yields to searches), for at
+        most :data:`MAX_YIELD_SECS` (searches back to back never starve it)."""
+        with anyio.move_on_after(MAX_YIELD_SECS):
+            while self._searching:
+                await self._searches_done.wait()
 
     async def embed_pending(self, batch_size: int | None = None) -> int:
         """Embed one batch of chunks lacking vectors: DB phase, await, DB phase.
