@@ -270,3 +270,28 @@ def test_a_settings_path_that_is_a_fifo_is_refused_without_blocking(
     (user_home / ".claude.json").write_text("{}")
     assert main(["integrate", "claude-code"]) == 1
     assert "not a regular file" in capsys.readouterr().err
+
+
+def test_project_files_linked_out_of_the_project_are_refused(
+    user_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A cloned repository may hold ``.mcp.json`` (or ``.claude``) as a symlink to a file of
+    the user's: integrate read it, copied it into the project as a backup and merged its
+    contents into a file there. Refused; nothing read or written."""
+    private = user_home / "private.json"
+    private.write_text(json.dumps({"token": "kept-out-of-the-repo"}))
+    for linked in (".mcp.json", ".claude"):
+        project = tmp_path / f"repo{linked}"
+        project.mkdir()
+        if linked == ".claude":
+            (user_home / "elsewhere").mkdir(exist_ok=True)
+            (project / ".claude").symlink_to(user_home / "elsewhere")
+        else:
+            (project / ".mcp.json").symlink_to(private)
+        args = ["integrate", "claude-code", "--scope", "project", "-w", str(project)]
+        assert main(args) == 1, linked
+        assert "outside the project" in capsys.readouterr().err
+        assert sorted(p.name for p in project.iterdir()) == [linked]
+        assert json.loads(private.read_text()) == {"token": "kept-out-of-the-repo"}
+        assert not list((user_home).rglob("*.memoryd-backup-*"))
+    assert not list((user_home / "elsewhere").iterdir())

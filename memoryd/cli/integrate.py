@@ -15,10 +15,11 @@ codex          ``~/.codex/hooks.json``                      ``~/.codex/config.to
 Every file is read and checked before any is written: a malformed one is refused with its
 name and the parse error, and nothing is written. A file that changes is first copied to
 ``<name>.memoryd-backup-<UTC time>``, then replaced atomically with its mode kept. Running it
-twice changes nothing (a symlinked file is edited where the link points, the link kept; a FIFO
-or device is refused unread); ``--uninstall`` removes exactly what it added (a file left holding
+twice changes nothing; ``--uninstall`` removes exactly what it added (a file left holding
 nothing, e.g. one ``integrate`` created, is deleted); ``--dry-run`` prints the changes as a
-diff and writes nothing.
+diff and writes nothing. A symlinked file is edited where the link points (the link kept),
+but a project file or folder linked out of the project is refused; a FIFO or device is
+refused unread.
 """
 
 from __future__ import annotations
@@ -181,9 +182,24 @@ def _toml_change(path: Path, edit: Callable[[str], str]) -> Change | None:
     return Change(path, before, after, remove=not after.strip())
 
 
+def _inside_project(path: Path, project: Path) -> None:
+    """A project file (or its folder) linked out of the project is refused: a cloned
+    repository's ``.mcp.json`` may point at a file of the user's, which would be read,
+    backed up into the project and merged into a file there."""
+    root = project.resolve()
+    if not path.resolve().is_relative_to(root):
+        raise ConfigError(
+            f"{path} is a symlink to {path.resolve()}, outside the project {root}; "
+            "nothing was written"
+        )
+
+
 def plan(agent: Agent, scope: str, project: Path, *, uninstall: bool) -> list[Change]:
     """The changes ``memoryd integrate`` makes (every file read and checked first)."""
     hooks_path, mcp_path = paths(agent, scope, project)
+    if scope == "project":
+        for path in (hooks_path, mcp_path):
+            _inside_project(path, project)
     prog = program()
     hook_cmd = merge.hook_command(prog, agent)
     changes: list[Change | None] = []
