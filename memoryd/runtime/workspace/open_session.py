@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Self
 
@@ -66,6 +66,23 @@ class OpenSession:
         with anyio.CancelScope(shield=True):
             async with self.write_lock:
                 await anyio.to_thread.run_sync(fn, *args)
+
+    async def append(self, batch: Sequence[Message], mark: IngestMark | None, now: float) -> None:
+        """Journal ``batch`` (with an ingest ``mark``, on one line), then add it to the
+        transcript: in order with the session's other writes, never half-done by a
+        cancelled request."""
+        with anyio.CancelScope(shield=True):
+            async with self.write_lock:
+                if mark is None:
+                    await anyio.to_thread.run_sync(self.journal.append_messages, batch, now)
+                else:
+                    mark = replace(mark, at=now)
+                    await anyio.to_thread.run_sync(self.journal.append_ingest, batch, mark)
+                    self.ingests[mark.path] = mark
+                self.messages.extend(batch)
+                self.last_seen = now
+                if batch:
+                    self.last_activity = now
 
     def log_texts(self, sessions_dir: Path) -> list[str]:
         """The text of every log this session wrote (blocking: call from a worker thread)."""

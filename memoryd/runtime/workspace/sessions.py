@@ -269,19 +269,7 @@ class SessionManager:
         if batch or mark is not None:
             self._disarm_idle(s)  # no idle flush while a message is being written
             try:
-                now = self.clock()
-                with anyio.CancelScope(shield=True):
-                    async with s.write_lock:
-                        if mark is None:
-                            await anyio.to_thread.run_sync(s.journal.append_messages, batch, now)
-                        else:
-                            mark = dataclasses.replace(mark, at=now)
-                            await anyio.to_thread.run_sync(s.journal.append_ingest, batch, mark)
-                            s.ingests[mark.path] = mark
-                        s.messages.extend(batch)
-                        s.last_seen = now
-                        if batch:
-                            s.last_activity = now
+                await s.append(batch, mark, self.clock())
             finally:
                 self._arm_idle(s)
         return {"count": len(s.messages)}
