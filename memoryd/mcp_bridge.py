@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memoryd import __version__
 from memoryd.client import AsyncClient
+from memoryd.core.secrets import redaction_mark
 from memoryd.errors import DaemonNotRunning, DaemonTimeout, MemorydError
 
 #: Seconds to wait for the daemon; a flush waits for a chat model, so this is generous.
@@ -464,7 +465,7 @@ class Bridge:
                     scope=args.scope,
                     written=result.get("written", True),
                     redacted=[
-                        f"[REDACTED:{r['kind']}:{r['fingerprint']}]"
+                        redaction_mark(r["kind"], r["fingerprint"])
                         for r in result.get("redacted", [])
                     ],
                 )

@@ -90,7 +90,12 @@ class Finding:
 
     @property
     def redaction(self) -> str:
-        return f"[REDACTED:{self.kind}:{self.fingerprint}]"
+        return redaction_mark(self.kind, self.fingerprint)
+
+
+def redaction_mark(kind: str, fingerprint: str) -> str:
+    """What replaces a secret: ``[REDACTED:<kind>:<fingerprint>]`` (:data:`REDACTION`)."""
+    return f"[REDACTED:{kind}:{fingerprint}]"
 
 
 @dataclass(frozen=True)
