@@ -61,7 +61,9 @@ def _scan(args: argparse.Namespace) -> int:
         )
         if result["findings"]:
             print("redact them with: memoryd secrets purge" + (" --all" if args.all else ""))
-    return EXIT_ERROR if result["findings"] else EXIT_OK
+        for path in result.get("too_large", []):
+            print(f"{path}: not scanned (over 64 MiB): check or remove it by hand")
+    return EXIT_ERROR if result["findings"] or result.get("too_large") else EXIT_OK
 
 
 def _purge(args: argparse.Namespace) -> int:

@@ -452,6 +452,8 @@ class ScanFindings(TypedDict):
 
 class ScanReply(ScanFindings):
     scanned: int
+    too_large: NotRequired[list[str]]
+    """Files over 64 MiB, not scanned (never reported clean)."""
 
 
 # agents.* (SPEC §9) -----------------------------------------------------------------------

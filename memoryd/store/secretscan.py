@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from memoryd.core.secrets import Finding, Scrubber
-from memoryd.store.files import atomic_write_text
+from memoryd.store.files import atomic_write_text, read_regular
 
 #: Files never scanned: SQLite databases (and their WAL/SHM), locks, the embedding cache.
 SKIPPED_SUFFIXES = (".sqlite", ".sqlite-wal", ".sqlite-shm", ".sqlite-journal", ".lock")
@@ -40,8 +40,10 @@ class FileScan:
     findings: tuple[Finding, ...]
 
 
-def memory_text_files(directory: Path) -> list[Path]:
-    """Every regular text file under ``directory`` (recursively, symlinks not followed)."""
+def memory_text_files(directory: Path, too_large: list[Path] | None = None) -> list[Path]:
+    """Every regular text file under ``directory`` (recursively, symlinks not followed) of
+    at most :data:`MAX_SCAN_BYTES`; the larger ones are added to ``too_large`` (they are
+    not scanned: the caller says so rather than report them clean)."""
     out: list[Path] = []
     if not directory.is_dir():
         return out
@@ -55,16 +57,23 @@ def memory_text_files(directory: Path) -> list[Path]:
                 st = path.lstat()
             except OSError:
                 continue
-            if stat.S_ISREG(st.st_mode) and st.st_size <= MAX_SCAN_BYTES:
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            if st.st_size <= MAX_SCAN_BYTES:
                 out.append(path)
+            elif too_large is not None:
+                too_large.append(path)
     return out
 
 
 def _read(path: Path) -> str | None:
+    """The file's text; None when it is gone, no longer a regular file (never blocks on a
+    FIFO swapped in) or grew past :data:`MAX_SCAN_BYTES` (never rewritten from a part)."""
     try:
-        return path.read_bytes().decode("utf-8", "surrogateescape")
+        read = read_regular(path, MAX_SCAN_BYTES)
     except OSError:
         return None
+    return None if read.truncated else read.data.decode("utf-8", "surrogateescape")
 
 
 def _strings(value: Any) -> Iterator[str]:

@@ -232,3 +232,20 @@ async def test_purge_leaves_no_secret_on_disk_or_in_the_index_and_search_still_w
 
     assert leaks(corpus + glob + journaled, everything_on_disk(home)) == []  # the index too
     json.loads((ws.history_dir / "dreams.jsonl").read_text(encoding="utf-8"))  # still JSON
+
+
+@pytest.mark.anyio
+async def test_a_file_too_large_to_scan_is_named_not_passed_over(home: Path) -> None:
+    """A memory file over 64 MiB is not scanned; ``secrets.scan`` said nothing of it, so
+    "0 secrets" was reported for a memory holding one."""
+    ws_path = project(home, "shop")
+    ws = resolve_workspace(ws_path, home / "memory")
+    ensure_workspace_dirs(ws)
+    big = ws.sessions_dir / "2026-11-30-pasted-logs.md"
+    with big.open("wb") as handle:
+        handle.write(b"# Logs\n\nSTRIPE_KEY=sk_live_51HqLyjWDarjtT1zdp7dcXoKPl3b9qbyAbC\n")
+        handle.truncate(70 * 1024 * 1024)
+    async with in_process_daemon() as d:
+        for target in ({"workspace": str(ws_path)}, {"all": True}):
+            scanned = await d.call("secrets.scan", **target)
+            assert [f for f in scanned.get("too_large", []) if f.endswith(big.name)], scanned

@@ -86,9 +86,19 @@ def register(table: MethodTable, ctx: DaemonContext) -> None:
         else:
             ws = await anyio.to_thread.run_sync(resolve_workspace, Path(workspace), root)
             directory = ws.dir
-        files = await anyio.to_thread.run_sync(memory_text_files, directory)
+        too_large: list[Path] = []
+        files = await anyio.to_thread.run_sync(memory_text_files, directory, too_large)
         scans = await anyio.to_thread.run_sync(scan_files, files, scrubber())
-        return {"scanned": len(files), **reply(scans)}
+        found = reply(scans)
+        out: ScanReply = {
+            "scanned": len(files),
+            "files": found["files"],
+            "findings": found["findings"],
+            "rule_set": found["rule_set"],
+        }
+        if too_large:
+            out["too_large"] = [memory_relpath(root, f) for f in too_large]
+        return out
 
     @table.method("secrets.purge")
     async def purge(params: dict[str, Any]) -> PurgeReply:
