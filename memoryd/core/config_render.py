@@ -31,10 +31,11 @@ def as_dict(config: Config) -> dict[str, Any]:
 
 
 def _toml_key(name: str) -> str:
-    return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else _toml_value(name)
+    return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else toml_value(name)
 
 
-def _toml_value(value: Any) -> str:
+def toml_value(value: Any) -> str:
+    """``value`` as a TOML value (strings as JSON strings, which TOML reads alike)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):
@@ -44,9 +45,9 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, datetime | date | time):
         return value.isoformat()
     if isinstance(value, Mapping):
-        items = ", ".join(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items())
+        items = ", ".join(f"{_toml_key(k)} = {toml_value(v)}" for k, v in value.items())
         return "{ " + items + " }" if items else "{}"
-    return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return "[" + ", ".join(toml_value(v) for v in value) + "]"
 
 
 def render_toml(resolved: Resolved) -> str:
@@ -60,7 +61,7 @@ def render_toml(resolved: Resolved) -> str:
         for name, child in node.items():
             if isinstance(child, _Leaf):
                 source = resolved.sources[child.key]
-                lines.append(f"{_toml_key(name)} = {_toml_value(values[name])}  # {source}")
+                lines.append(f"{_toml_key(name)} = {toml_value(values[name])}  # {source}")
             else:
                 tables.append(([*header, _toml_key(name)], child, values[name]))
         for sub_header, sub, sub_values in tables:

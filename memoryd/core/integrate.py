@@ -22,12 +22,12 @@ Values in, values out; :mod:`memoryd.cli.integrate` reads and writes the files.
 from __future__ import annotations
 
 import copy
-import json
 import re
 import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from memoryd.core.config_render import toml_value
 from memoryd.core.hooks import Agent
 from memoryd.errors import ConfigError
 
@@ -180,19 +180,9 @@ def remove_json_server(config: Mapping[str, Any], entry: Mapping[str, Any]) -> d
     return out
 
 
-def _toml_value(value: Any) -> str:
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    return json.dumps(str(value))  # a JSON string is a valid TOML basic string
-
-
 def toml_block(entry: Mapping[str, Any]) -> str:
     lines = [TOML_BEGIN, f"[mcp_servers.{SERVER_NAME}]"]
-    lines += [f"{key} = {_toml_value(value)}" for key, value in entry.items()]
+    lines += [f"{key} = {toml_value(value)}" for key, value in entry.items()]
     return "\n".join([*lines, TOML_END]) + "\n"
 
 
