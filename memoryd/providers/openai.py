@@ -44,7 +44,7 @@ import httpx
 import structlog
 
 from memoryd.core.ranking import SimilarityScale
-from memoryd.errors import EmbeddingError
+from memoryd.errors import EmbeddingError, describe_error
 from memoryd.providers.embeddings import normalize
 from memoryd.providers.http import BACKOFF_BASE_SECS, BACKOFF_CAP_SECS, Endpoint, RetryPolicy
 
@@ -214,7 +214,7 @@ class OpenAIEmbeddings:
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise self.endpoint.fail(
-                f"answered something that is not an embeddings list: {exc!r}"
+                f"answered something that is not an embeddings list: {describe_error(exc)}"
             ) from exc
         if len(items) != count:
             raise self.endpoint.fail(f"answered {len(items)} vectors for {count} inputs")

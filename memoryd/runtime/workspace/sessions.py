@@ -56,7 +56,14 @@ from memoryd.core.replies import (
 )
 from memoryd.core.secrets import Scrubber
 from memoryd.core.times import rfc3339, utc
-from memoryd.errors import Busy, InvalidParams, MemorydError, ModelError, ModelNotConfigured
+from memoryd.errors import (
+    Busy,
+    InvalidParams,
+    MemorydError,
+    ModelError,
+    ModelNotConfigured,
+    describe_error,
+)
 from memoryd.errors import NotFound as SessionNotFound
 from memoryd.providers.llm import ChatModel
 from memoryd.runtime import failpoints
@@ -487,7 +494,9 @@ class SessionManager:
         except MemorydError:
             raise
         except Exception as exc:  # any other model failure reaches clients as a ModelError
-            raise ModelError(f"chat model {model.model_id!r} failed: {exc!r}") from exc
+            raise ModelError(
+                f"chat model {model.model_id!r} failed: {describe_error(exc)}"
+            ) from exc
         return self._scrub(answer, "flush.answer", s.session_id)
 
     async def _record(self, s: OpenSession, state: FlushState) -> None:
