@@ -7,7 +7,7 @@ import dataclasses
 import json
 import sys
 
-from memoryd.cli.common import EXIT_ERROR, EXIT_OK, Subcommands, command, print_json
+from memoryd.cli.common import EXIT_ERROR, EXIT_OK, Subcommands, add_common, command, print_json
 from memoryd.core.config_render import as_dict, render_toml
 from memoryd.errors import ConfigError, MemorydError
 from memoryd.store import configfile
@@ -20,7 +20,7 @@ def _config_command(subcommands: Subcommands) -> None:
     show = actions.add_parser(
         "show", help="print the effective configuration and where each value came from"
     )
-    show.add_argument("--config", metavar="F", help="config file (default: the usual location)")
+    add_common(show, workspace=False)
     show.add_argument("--json", action="store_true", help="print JSON instead of TOML")
     show.set_defaults(handler=_config_show)
     check = actions.add_parser(

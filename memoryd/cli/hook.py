@@ -22,7 +22,7 @@ import time
 from collections.abc import Sequence
 from typing import NoReturn
 
-from memoryd.cli.common import Subcommands, command
+from memoryd.cli.common import Subcommands, add_common, command
 from memoryd.core.hooks import AGENTS
 
 #: Seconds the hook waits for stdin to close, and for stdin and the daemon's reply in all.
@@ -40,7 +40,7 @@ def add_parser(subcommands: Subcommands) -> None:
         "always exits 0)",
     )
     parser.add_argument("agent", choices=AGENTS, metavar="AGENT", help="claude-code or codex")
-    parser.add_argument("--config", metavar="F", help="config file (default: the usual location)")
+    add_common(parser, workspace=False)
     parser.set_defaults(handler=lambda args: run(args.agent, args.config))
 
 
