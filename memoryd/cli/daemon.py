@@ -99,13 +99,7 @@ def _stop_command(subcommands: Subcommands) -> None:
         "stop", help="stop the running daemon gracefully (SIGTERM) and wait until it is gone"
     )
     add_common(parser, workspace=False)
-    parser.add_argument(
-        "--timeout",
-        type=float,
-        default=STOP_TIMEOUT_SECS,
-        metavar="SECS",
-        help=f"how long to wait for it to exit (default {STOP_TIMEOUT_SECS:g})",
-    )
+    _add_stop_timeout(parser, "it")
     parser.add_argument("--json", action="store_true", help="print {stopped, pid} as JSON")
     parser.set_defaults(handler=_stop)
 
@@ -116,15 +110,19 @@ def _restart_command(subcommands: Subcommands) -> None:
         "restart", help="stop the running daemon and start it again in the background"
     )
     add_common(parser, workspace=False)
+    _add_stop_timeout(parser, "the old daemon")
+    parser.add_argument("--json", action="store_true", help="print {pid, socket, log} as JSON")
+    parser.set_defaults(handler=_restart)
+
+
+def _add_stop_timeout(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument(
         "--timeout",
         type=float,
         default=STOP_TIMEOUT_SECS,
         metavar="SECS",
-        help=f"how long to wait for the old daemon to exit (default {STOP_TIMEOUT_SECS:g})",
+        help=f"how long to wait for {what} to exit (default {STOP_TIMEOUT_SECS:g})",
     )
-    parser.add_argument("--json", action="store_true", help="print {pid, socket, log} as JSON")
-    parser.set_defaults(handler=_restart)
 
 
 def _stop(args: argparse.Namespace) -> int:
