@@ -9,6 +9,7 @@ the second in RFC 3339: ``2026-12-01T17:02:51Z``. :func:`rfc3339` is the one for
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import overload
 
 __all__ = ["rfc3339", "utc"]
 
@@ -20,7 +21,14 @@ def utc(when: float | datetime) -> datetime:
     return datetime.fromtimestamp(when, UTC)
 
 
-def rfc3339(when: float | datetime, *, zulu: bool = True) -> str:
-    """``when`` as ``YYYY-MM-DDTHH:MM:SSZ`` (UTC, to the second; ``+00:00`` unless ``zulu``)."""
+@overload
+def rfc3339(when: float | datetime, *, zulu: bool = True) -> str: ...
+@overload
+def rfc3339(when: float | datetime | None, *, zulu: bool = True) -> str | None: ...
+def rfc3339(when: float | datetime | None, *, zulu: bool = True) -> str | None:
+    """``when`` as ``YYYY-MM-DDTHH:MM:SSZ`` (UTC, to the second; ``+00:00`` unless ``zulu``);
+    None (a time not known) stays None."""
+    if when is None:
+        return None
     text = utc(when).isoformat(timespec="seconds")
     return text.removesuffix("+00:00") + "Z" if zulu else text

@@ -124,7 +124,7 @@ class RunReport:
             "skipped": self.skipped,
             "trigger": self.trigger,
             "started_at": rfc3339(self.started_at),
-            "finished_at": rfc3339(self.finished_at) if self.finished_at else None,
+            "finished_at": rfc3339(self.finished_at),
             "counts": self.counts(),
             "errors": self.errors,
             "rejections": self.rejections,
@@ -469,7 +469,7 @@ class Confluence:
                 "enabled": config.confluence.enabled,
                 "schedule": config.confluence.schedule,
                 "running": self.running,
-                "next_run": rfc3339(nxt) if nxt else None,
+                "next_run": rfc3339(nxt),
                 "last_run": {
                     key: last.get(key)
                     for key in ("started_at", "trigger", "outcome", "skipped", "counts")

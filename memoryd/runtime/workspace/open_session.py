@@ -95,16 +95,16 @@ class OpenSession:
         return {
             "session_id": self.session_id,
             "subagent": self.subagent,
-            "opened_at": _time(self.opened_at),
+            "opened_at": rfc3339(self.opened_at),
             "messages": len(self.messages),
             "unflushed": self.unflushed,
-            "last_activity": _time(self.last_activity),
-            "next_idle_flush": _time(self.idle_due),
+            "last_activity": rfc3339(self.last_activity),
+            "next_idle_flush": rfc3339(self.idle_due),
             "flushing": self.flush_lock.locked(),
             "closing": self.closing,
             "last_flush": (
                 {
-                    "at": _time(f.last_at),
+                    "at": rfc3339(f.last_at),
                     "outcome": f.last_outcome,
                     "trigger": f.last_trigger,
                     "error": f.last_error,
@@ -115,9 +115,9 @@ class OpenSession:
             "log_path": log_path,
             "usage": self.usage,
             "last_ingest": _last_ingest(self.ingests.values()),
-            "last_seen": _time(self.last_seen),
+            "last_seen": rfc3339(self.last_seen),
             "idle_close_at": (
-                _time(self.last_seen + idle_close_secs) if idle_close_secs > 0 else None
+                rfc3339(self.last_seen + idle_close_secs) if idle_close_secs > 0 else None
             ),
         }
 
@@ -131,10 +131,5 @@ def _last_ingest(marks: Iterable[IngestMark]) -> dict[str, Any] | None:
         "path": latest.path,
         "format": latest.format,
         "offset": latest.offset,
-        "at": _time(latest.at),
+        "at": rfc3339(latest.at),
     }
-
-
-def _time(epoch: float | None) -> str | None:
-    """A reply's time: RFC 3339 UTC (None stays None)."""
-    return None if epoch is None else rfc3339(epoch)

@@ -47,7 +47,6 @@ class SearchHit:
     def from_ranked(cls, item: Ranked, keywords: Sequence[str] = ()) -> SearchHit:
         """The hit of ``item``; its snippet shows the line matching most ``keywords``."""
         c = item.candidate
-        when = rfc3339(c.chunk_time, zulu=False) if c.chunk_time is not None else None
         return cls(
             chunk_id=c.chunk_id,
             path=c.path,
@@ -56,7 +55,7 @@ class SearchHit:
             score=round(item.reported_score, 6),
             source=c.source,
             snippet=snippet_of(c.text, keywords, SNIPPET_CHARS),
-            chunk_time=when,
+            chunk_time=rfc3339(c.chunk_time, zulu=False),
             heading=c.heading,
         )
 
