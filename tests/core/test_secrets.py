@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import string
+import time
 
 import pytest
 from hypothesis import given, settings
@@ -189,3 +190,30 @@ def test_scrubbing_real_texts_twice_changes_nothing_more(pieces: list[str], sep:
     once = s.text(sep.join(pieces))
     assert s.scan(once) == []
     assert s.text(once) == once
+
+
+@pytest.mark.parametrize(
+    "unit",
+    ["eyJ", "eyJ-", "eyJa.", "ops_eyJ", "ghp_", "glpat-", "xoxb-1-", "sk-ant-", "bearer "],
+)
+def test_a_long_run_of_token_prefixes_is_scanned_in_linear_time(unit: str) -> None:
+    """In one run of token characters every ``eyJ`` started a JWT match that ran to the
+    run's end: 200,000 characters took 11.6 s, 400,000 took 66 s (``session.append`` takes
+    1,000,000 and scrubs them on the daemon's event loop)."""
+    text = (unit * (200_000 // len(unit) + 1))[:200_000]
+    started = time.perf_counter()
+    scrubber().scrub(text)
+    took = time.perf_counter() - started
+    assert took < 1.0, f"{took:.1f} s for 200,000 characters of {unit!r}"
+
+
+def test_long_texts_find_what_short_ones_do() -> None:
+    """Planted secrets found one note at a time are found the same in one 1 MB text."""
+    notes = [p.text for p in planted(2, seed=11)] + clean_notes(100, seed=12)
+    one = scrubber()
+    short = [[(f.kind, f.fingerprint) for f in one.scan(n)] for n in notes]
+    padding = "\n" + "word " * 4000 + "\n"
+    joined = padding.join(notes)
+    assert len(joined) > 1_000_000
+    long = [(f.kind, f.fingerprint) for f in one.scan(joined)]
+    assert long == [f for found in short for f in found]
