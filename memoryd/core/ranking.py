@@ -56,6 +56,11 @@ SMALL_INDEX_ROWS = 16
 """Below this many rows, BM25's IDF cannot tell a specific term from a common one."""
 SMALL_INDEX_SCORE = 0.5
 """The least score of a keyword match in a small index."""
+NO_INFORMATION_BM25 = -1e-4
+"""A ``bm25()`` above this (closer to 0) matched only terms in half the chunks or more, whose
+IDF FTS5 clamps to 1e-6 (a name said in every session of a chat): from
+:data:`SMALL_INDEX_ROWS` rows up, such a chunk is no keyword match at all, even at
+``min_score`` 0 (see :func:`rank`)."""
 
 EVERGREEN_SOURCES = frozenset({"global", "workspace"})
 DECAYING_SOURCE = "session"
@@ -375,8 +380,10 @@ def rank(candidates: Iterable[Candidate], params: RankParams, now: float) -> lis
     """Score, filter, order and cut raw hits as SPEC §5 steps 4–6 say (see module doc).
 
     ``now`` is epoch seconds (UTC). Candidates with neither a keyword nor a vector hit are
-    dropped. Ordering is by score, ties by relevance, then by ``chunk_id``, so the result
-    is deterministic for any input order.
+    dropped, and so is a keyword hit on words that are in half the chunks or more and
+    nothing else (:data:`NO_INFORMATION_BM25`), unless it is also a vector hit. Ordering is
+    by score, ties by relevance, then by ``chunk_id``, so the result is deterministic for
+    any input order.
 
     The keyword guarantee: a chunk whose keyword score reaches :data:`STRONG_KEYWORD` and
     that the same search without vectors would return is returned with them too (it takes
@@ -390,12 +397,14 @@ def rank(candidates: Iterable[Candidate], params: RankParams, now: float) -> lis
     results: list[Ranked] = []
     keyword_only: list[Ranked] = []
     for cand in combined:
-        fts = keyword_score(cand.bm25, params.corpus_rows) if cand.bm25 is not None else None
+        fts = _keyword(cand, params)
         vec = (
             vector_score(calibrated_cosine(cosine_from_l2(cand.distance), params.similarity))
             if cand.distance is not None
             else None
         )
+        if fts is None and vec is None:  # matched only words of (nearly) every chunk
+            continue
         weight = _weight(cand, params, now)
         relevance = merge(fts, vec, params.text_weight, params.vector_weight)
         if relevance >= params.min_score:
@@ -411,6 +420,17 @@ def rank(candidates: Iterable[Candidate], params: RankParams, now: float) -> lis
     else:
         chosen = results[:limit]
     return _keep_strong_keywords(chosen, results, keyword_only, combined, params, now)
+
+
+def _keyword(cand: Candidate, params: RankParams) -> float | None:
+    """The keyword score, or None when there is no keyword match (see
+    :data:`NO_INFORMATION_BM25`)."""
+    if cand.bm25 is None:
+        return None
+    rows = params.corpus_rows if params.corpus_rows > 0 else REFERENCE_ROWS
+    if cand.bm25 > NO_INFORMATION_BM25 and rows >= SMALL_INDEX_ROWS:
+        return None
+    return keyword_score(cand.bm25, params.corpus_rows)
 
 
 def _ranked(cand: Candidate, relevance: float, weight: float) -> Ranked:
@@ -444,9 +464,9 @@ def _keep_strong_keywords(
     limit = len(chosen)
     fts_alone: list[Ranked] = []
     for cand in combined:
-        if cand.bm25 is None:
+        fts = _keyword(cand, params)
+        if fts is None:
             continue
-        fts = keyword_score(cand.bm25, params.corpus_rows)
         alone = merge(fts, None, params.text_weight, params.vector_weight)
         if alone >= params.min_score:
             fts_alone.append(_ranked(cand, alone, _weight(cand, params, now)))

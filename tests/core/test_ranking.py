@@ -127,6 +127,21 @@ def test_keyword_score_does_not_depend_on_the_best_hit() -> None:
     assert keyword_score(float("nan"), 1000) == 0.0
 
 
+def test_a_match_on_words_of_every_chunk_is_no_match_even_at_min_score_0() -> None:
+    # A name said in every session of a chat: FTS5 matches it, with an IDF clamped to 1e-6.
+    # Such hits used to come back at min_score 0 in an order decided by chunk length alone.
+    common = [cand(f"c{i}", bm25=-2e-6 - i * 1e-8) for i in range(5)]
+    params = RankParams(min_score=0.0, corpus_rows=1000)
+    assert rank(common, params, NOW) == []
+    # ... unless the chunk is also a vector hit, which is scored by its vector alone.
+    near = dataclasses.replace(common[0], distance=l2_for_cosine(0.95))
+    assert ids(rank([near, *common[1:]], params, NOW)) == ["c0"]
+    # In a small index every word is "in half the chunks": a match there still counts.
+    small = rank(common[:2], RankParams(min_score=0.0, corpus_rows=2), NOW)
+    assert len(small) == 2
+    assert all(r.relevance >= 0.5 for r in small)
+
+
 def test_keyword_score_means_the_same_in_small_and_large_indexes() -> None:
     for rows in (50, 1000, 100_000):
         idf_one = math.log((rows - 0.5) / 1.5)
