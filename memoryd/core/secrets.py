@@ -19,6 +19,7 @@ versions, UUIDs, slugs, and values without the entropy of a key.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import hashlib
 import math
@@ -317,12 +318,16 @@ class Scrubber:
     @staticmethod
     def _resolve(spans: list[tuple[int, int, str, bool]], text: str) -> list[Finding]:
         """Specific findings first, then generic ones that overlap none; in text order."""
+        # ``kept`` stays sorted and disjoint: a span overlaps one of them only if it
+        # overlaps a neighbour of its place (one compare each, not one per finding kept).
         kept: list[tuple[int, int, str]] = []
+        starts: list[int] = []
         for start, end, kind, _generic in sorted(spans, key=lambda s: (s[3], s[0], s[0] - s[1])):
-            if any(start < e and s < end for s, e, _ in kept):
+            i = bisect.bisect_left(starts, start)
+            if (i > 0 and kept[i - 1][1] > start) or (i < len(kept) and kept[i][0] < end):
                 continue
-            kept.append((start, end, kind))
-        kept.sort()
+            starts.insert(i, start)
+            kept.insert(i, (start, end, kind))
         out: list[Finding] = []
         line, pos = 1, 0
         for start, end, kind in kept:

@@ -217,3 +217,20 @@ def test_long_texts_find_what_short_ones_do() -> None:
     assert len(joined) > 1_000_000
     long = [(f.kind, f.fingerprint) for f in one.scan(joined)]
     assert long == [f for found in short for f in found]
+
+
+def test_a_text_dense_with_secrets_is_resolved_in_near_linear_time() -> None:
+    """Overlapping findings were resolved by comparing each with every one kept: 6,000
+    findings in 350 KB took 1.1 s, 1 MB (17,000) about 9 s — on the daemon's event loop
+    for a session message."""
+    unit = (
+        "export API_TOKEN=abc123def456ghi789 https://user:pw@host/x Bearer abcdefghijklmnop "
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abcdefghij password: hunter2hunter2\n"
+    )
+    text = unit * (1_000_000 // len(unit))
+    started = time.perf_counter()
+    scrubbed = scrubber().scrub(text)
+    took = time.perf_counter() - started
+    assert len(scrubbed.findings) > 15_000
+    assert "hunter2hunter2" not in scrubbed.text and "abc123def456ghi789" not in scrubbed.text
+    assert took < 2.0, f"{took:.1f} s for {len(scrubbed.findings)} findings in 1 MB"
