@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from memoryd.client import Client
 from memoryd.core.flushing import MAX_MESSAGE_CHARS, message_dict
 from memoryd.core.transcripts import parse
 from memoryd.errors import InvalidParams
@@ -261,3 +264,51 @@ async def test_an_ingested_message_is_held_to_the_size_session_append_takes(home
         assert len(pasted) > 3_000_000
         assert len(first.content) <= MAX_MESSAGE_CHARS
         assert first.content.startswith("Here is the log:") and second.content == "Why?"
+
+
+def test_scrubbing_a_large_ingest_does_not_stall_the_daemon(
+    home: Path, processes: Processes
+) -> None:
+    """The messages of an ingest read (up to 8 MB) were scrubbed on the event loop: with a
+    transcript dense with secrets every other request waited seconds (3.6 s per chunk
+    measured on 34 MB). They are scrubbed in a worker thread."""
+    ws_path = project(home, "shop")
+    transcript = home / "dense.jsonl"
+    unit = (
+        "export API_TOKEN=abc123def456ghi789 https://user:pw@host/x Bearer abcdefghijklmnop "
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abcdefghij password: hunter2hunter2\n"
+    )
+    content = unit * (900_000 // len(unit))
+    with transcript.open("w", encoding="utf-8") as handle:
+        for i in range(10):
+            message = {"role": "user", "content": f"{i} {content}"}
+            handle.write(json.dumps({"type": "user", "sessionId": "d", "message": message}))
+            handle.write("\n")
+    daemon = processes().start()
+    pings: list[float] = []
+    done = threading.Event()
+
+    def pinger() -> None:
+        with Client(daemon.socket, timeout=60) as client:
+            while not done.is_set():
+                started = time.perf_counter()
+                client.call("daemon.ping")
+                pings.append(time.perf_counter() - started)
+                time.sleep(0.01)
+
+    thread = threading.Thread(target=pinger)
+    thread.start()
+    try:
+        with Client(daemon.socket, timeout=120) as client:
+            out = client.call(
+                "session.ingest",
+                session_id="dense",
+                path=str(transcript),
+                format="claude-code",
+                workspace=str(ws_path),
+            )
+    finally:
+        done.set()
+        thread.join()
+    assert out["ingested"] == 10
+    assert max(pings) < 1.0, f"a ping waited {max(pings):.2f} s during the ingest"

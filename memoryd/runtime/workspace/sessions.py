@@ -76,6 +76,8 @@ from memoryd.store.journal import FlushState, IngestMark, Journal, JournalHeader
 from memoryd.store.layout import memory_relpath
 
 log = structlog.get_logger(__name__)
+#: Messages longer than this in all are scrubbed in a worker thread (about 16 ms of work).
+THREAD_SCRUB_CHARS = 64 * 1024
 
 T = TypeVar("T")
 FlushOutcome = Literal["written", "nothing_to_store", "rejected", "duplicate"]
@@ -272,7 +274,12 @@ class SessionManager:
         with the transcript's new ``mark`` written on the same journal line.
         """
         s = self._get(session_id)
-        batch = self._scrub_messages(session_id, messages)
+        if sum(len(m.content) for m in messages) > THREAD_SCRUB_CHARS:
+            # An ingest read (up to 8 MB): scrubbed off the event loop.
+            batch = await anyio.to_thread.run_sync(self._scrub_messages, session_id, messages)
+            s = self._get(session_id)  # closed meanwhile: as if the request came later
+        else:
+            batch = self._scrub_messages(session_id, messages)
         if batch or mark is not None:
             self._disarm_idle(s)  # no idle flush while a message is being written
             try:
