@@ -13,20 +13,24 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from bench.secrets_corpus import Planted, planted
+from memoryd.client import Client
 from memoryd.core.flushing import Message
 from memoryd.core.secrets import REDACTION
 from memoryd.store.journal import Journal, JournalHeader
 from memoryd.store.layout import ensure_workspace_dirs, resolve_workspace
 from tests.runtime.daemon_fixtures import (
+    DaemonProcess,
     home_fixture,  # noqa: F401 - the `home` fixture
     in_process_daemon,
+    processes_fixture,  # noqa: F401 - the `processes` fixture
     project,
     wait_until,
 )
@@ -249,3 +253,32 @@ async def test_a_file_too_large_to_scan_is_named_not_passed_over(home: Path) -> 
         for target in ({"workspace": str(ws_path)}, {"all": True}):
             scanned = await d.call("secrets.scan", **target)
             assert [f for f in scanned.get("too_large", []) if f.endswith(big.name)], scanned
+
+
+def test_scrubbing_a_long_note_does_not_stall_the_daemon(
+    home: Path, processes: Callable[..., DaemonProcess]
+) -> None:
+    """``remember`` scrubbed its note (up to 200,000 characters) on the event loop: a note
+    of repeated ``token=`` kept every other request waiting 0.8 s."""
+    ws_path = project(home, "shop")
+    daemon = processes().start()
+    pings: list[float] = []
+    done = threading.Event()
+
+    def pinger() -> None:
+        with Client(daemon.socket, timeout=60) as client:
+            while not done.is_set():
+                started = time.perf_counter()
+                client.call("daemon.ping")
+                pings.append(time.perf_counter() - started)
+                time.sleep(0.005)
+
+    thread = threading.Thread(target=pinger)
+    thread.start()
+    try:
+        for _ in range(3):
+            daemon.call("memory.remember", workspace=str(ws_path), text="token=" * 33_000)
+    finally:
+        done.set()
+        thread.join()
+    assert max(pings) < 0.4, f"a ping waited {max(pings):.2f} s during remember"

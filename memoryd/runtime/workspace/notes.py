@@ -66,7 +66,10 @@ async def write_note(
     ``sync`` it into the index. With a ``scrubber``, what was redacted is in ``redacted``
     (kind and fingerprint, never the value) with a ``warning``."""
     target = memory_file(root, workspace, scope)
-    scrubbed = Scrubbed(text) if scrubber is None else scrubber.scrub(text)
+    # Off the event loop: a 200,000-character note can take the scrubber most of a second.
+    scrubbed = Scrubbed(text)
+    if scrubber is not None:
+        scrubbed = await anyio.to_thread.run_sync(scrubber.scrub, text)
     note = format_note(scrubbed.text)
     rel = memory_relpath(root, target)
     if note is None:
