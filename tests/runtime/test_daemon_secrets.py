@@ -282,3 +282,43 @@ def test_scrubbing_a_long_note_does_not_stall_the_daemon(
         done.set()
         thread.join()
     assert max(pings) < 0.4, f"a ping waited {max(pings):.2f} s during remember"
+
+
+def test_scrubbing_a_large_recovered_journal_does_not_stall_the_daemon(
+    home: Path, processes: Callable[..., DaemonProcess]
+) -> None:
+    """A session reopened from its journal has its messages scrubbed again (a journal from
+    before the scrubber): 9 MB dense with secrets held every other request 2-3 s."""
+    ws_path = project(home, "shop")
+    ws = resolve_workspace(ws_path, home / "memory")
+    daemon = processes().start()
+    daemon.call("memory.files", workspace=str(ws_path))  # the actor makes the dirs
+    unit = (
+        "export API_TOKEN=abc123def456ghi789 https://user:pw@host/x Bearer abcdefghijklmnop "
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abcdefghij password: hunter2hunter2\n"
+    )
+    content = unit * (900_000 // len(unit))
+    journal = Journal(ws.live_dir, "big-0001")
+    journal.open(JournalHeader(str(ws_path), "big-0001", False, time.time()))
+    journal.append_messages([Message("user", f"{i} {content}") for i in range(10)], time.time())
+    journal.close()
+    pings: list[float] = []
+    done = threading.Event()
+
+    def pinger() -> None:
+        with Client(daemon.socket, timeout=60) as client:
+            while not done.is_set():
+                started = time.perf_counter()
+                client.call("daemon.ping")
+                pings.append(time.perf_counter() - started)
+                time.sleep(0.005)
+
+    thread = threading.Thread(target=pinger)
+    thread.start()
+    try:
+        opened = daemon.call("session.open", workspace=str(ws_path), session_id="big-0001")
+    finally:
+        done.set()
+        thread.join()
+    assert opened["resumed"] is True, opened
+    assert max(pings) < 1.0, f"a ping waited {max(pings):.2f} s while the session reopened"

@@ -249,7 +249,13 @@ class SessionManager:
         if state is None:
             s = OpenSession(session_id, subagent, now, journal, last_seen=now)
         else:
-            messages = self._scrub_messages(session_id, [m.message for m in state.messages])
+            recovered = [m.message for m in state.messages]
+            if sum(len(m.content) for m in recovered) > THREAD_SCRUB_CHARS:
+                messages = await anyio.to_thread.run_sync(
+                    self._scrub_messages, session_id, recovered
+                )
+            else:
+                messages = self._scrub_messages(session_id, recovered)
             s = OpenSession.recovered(state, journal, messages)
         self._sessions[session_id] = s
         self.log.info(
