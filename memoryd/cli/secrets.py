@@ -86,4 +86,6 @@ def _purge(args: argparse.Namespace) -> int:
         if ws.get("index_removed"):
             line += f"; index removed ({ws.get('error')})"
         print(line)
+        for path in ws.get("too_large", []):
+            print(f"{path}: not scanned (over 64 MiB): check or remove it by hand")
     return EXIT_OK

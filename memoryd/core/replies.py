@@ -431,6 +431,8 @@ class WorkspacePurge(TypedDict, total=False):
     reindexed_files: int
     index_removed: bool
     error: str
+    too_large: list[str]
+    """Files over 64 MiB, neither scanned nor redacted."""
 
 
 class GlobalPurge(TypedDict):

@@ -240,8 +240,8 @@ async def test_purge_leaves_no_secret_on_disk_or_in_the_index_and_search_still_w
 
 @pytest.mark.anyio
 async def test_a_file_too_large_to_scan_is_named_not_passed_over(home: Path) -> None:
-    """A memory file over 64 MiB is not scanned; ``secrets.scan`` said nothing of it, so
-    "0 secrets" was reported for a memory holding one."""
+    """A memory file over 64 MiB is not scanned; ``secrets.scan`` and ``secrets.purge`` said
+    nothing of it, so "0 secrets" was reported for a memory holding one."""
     ws_path = project(home, "shop")
     ws = resolve_workspace(ws_path, home / "memory")
     ensure_workspace_dirs(ws)
@@ -253,6 +253,9 @@ async def test_a_file_too_large_to_scan_is_named_not_passed_over(home: Path) -> 
         for target in ({"workspace": str(ws_path)}, {"all": True}):
             scanned = await d.call("secrets.scan", **target)
             assert [f for f in scanned.get("too_large", []) if f.endswith(big.name)], scanned
+        purged = await d.call("secrets.purge", workspace=str(ws_path))
+        [entry] = purged["workspaces"]
+        assert [f for f in entry.get("too_large", []) if f.endswith(big.name)], purged
 
 
 def test_scrubbing_a_long_note_does_not_stall_the_daemon(

@@ -54,9 +54,12 @@ def scan_files(files: list[Path], scrubber: Scrubber) -> list[FileScan]:
     return [scanned for p in files if (scanned := scan_file(p, scrubber)).findings]
 
 
-def scan_tree(directory: Path, scrubber: Scrubber) -> list[FileScan]:
-    """The memory text files under ``directory`` that hold a secret (blocking)."""
-    return scan_files(memory_text_files(directory), scrubber)
+def scan_tree(
+    directory: Path, scrubber: Scrubber, too_large: list[Path] | None = None
+) -> list[FileScan]:
+    """The memory text files under ``directory`` that hold a secret (blocking); the files
+    too large to scan are added to ``too_large``."""
+    return scan_files(memory_text_files(directory, too_large), scrubber)
 
 
 def describe(scans: list[FileScan], root: Path) -> list[dict[str, Any]]:
@@ -72,8 +75,10 @@ def describe(scans: list[FileScan], root: Path) -> list[dict[str, Any]]:
     ]
 
 
-async def scan_workspace(memory: WorkspaceMemory, scrubber: Scrubber) -> list[FileScan]:
-    return await anyio.to_thread.run_sync(scan_tree, memory.workspace.dir, scrubber)
+async def scan_workspace(
+    memory: WorkspaceMemory, scrubber: Scrubber, too_large: list[Path] | None = None
+) -> list[FileScan]:
+    return await anyio.to_thread.run_sync(scan_tree, memory.workspace.dir, scrubber, too_large)
 
 
 async def redact_files(scans: list[FileScan], scrubber: Scrubber) -> tuple[list[Path], int]:
@@ -104,7 +109,8 @@ async def purge_workspace(
     """Purge the workspace's files and index as the module docstring says (global files the
     caller redacted before are re-synced into this index too)."""
     root = memory.root
-    scans = await scan_workspace(memory, scrubber)
+    too_large: list[Path] = []
+    scans = await scan_workspace(memory, scrubber, too_large)
 
     def affected_texts() -> list[str]:
         rows = memory.index.conn.execute("SELECT text FROM chunks")
@@ -135,6 +141,8 @@ async def purge_workspace(
         "reindexed_files": synced,
         "journals": sum(1 for p in rewritten if p.parent.name == LIVE_DIR),
     }
+    if too_large:  # not scanned, not redacted: said, never passed over in silence
+        out["too_large"] = [memory_relpath(root, p) for p in too_large]
     log.warning(
         "secrets.purge",
         workspace=memory.workspace.key.dirname,
