@@ -22,6 +22,7 @@ dir or the config directory after following symlinks; otherwise it is an
 
 from __future__ import annotations
 
+import errno
 import tomllib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -47,11 +48,14 @@ from memoryd.core.replies import (
     TableEntryView,
 )
 from memoryd.errors import AgentConfigError, InvalidParams, NotFound, WorkspaceNotFound
+from memoryd.store.files import read_regular
 
 DefinitionOrigin = Literal["project", "user", "bundled"]
 TableOrigin = Literal["project", "user", "config"]
 CONFIG_KEYS: tuple[str, ...] = ("models", "roles", "personas")
 IGNORED_CONFIG_KEYS: tuple[str, ...] = ("user_dir",)  # passed to resolve() as a Path
+#: The largest definition, role, persona or prompt file read.
+MAX_FILE_BYTES = 1024 * 1024
 
 
 def default_user_dir() -> Path:
@@ -206,7 +210,12 @@ def _scan_definitions(project: Project, user_dir: Path, bundled: Traversable) ->
                 continue
             path = str(entry)
             try:
-                definition = parse_definition(entry.read_text(encoding="utf-8"), path)
+                text = (
+                    _file_text(entry)
+                    if isinstance(entry, Path)
+                    else entry.read_text(encoding="utf-8")  # bundled with the package
+                )
+                definition = parse_definition(text, path)
             except AgentConfigError as exc:
                 hint = exc.data.get("agent") or entry.name.removesuffix(".md")
                 found.append(_Candidate(str(hint), origin, path, None, exc))
@@ -282,7 +291,7 @@ class _TableSource:
         else:
             label, base = str(self.path), self.path.parent
             try:
-                raw = tomllib.loads(self.path.read_text(encoding="utf-8"))
+                raw = tomllib.loads(_file_text(self.path))
             except tomllib.TOMLDecodeError as exc:
                 fail(label, "toml", f"invalid TOML: {exc}")
             except (OSError, UnicodeDecodeError) as exc:
@@ -395,9 +404,19 @@ def _confined(
     return real
 
 
+def _file_text(path: Path) -> str:
+    """A definition, role, persona or prompt file (UTF-8): a regular file of at most
+    :data:`MAX_FILE_BYTES` (a cloned repository's ``.grok/`` is anyone's input), else
+    OSError; never a FIFO or device read."""
+    read = read_regular(path, MAX_FILE_BYTES)
+    if read.truncated:
+        raise OSError(errno.EFBIG, f"larger than {MAX_FILE_BYTES} bytes", str(path))
+    return read.data.decode("utf-8")
+
+
 def _read(path: Path) -> FileContent:
     try:
-        return FileText(str(path), path.read_text(encoding="utf-8"))
+        return FileText(str(path), _file_text(path))
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         return FileUnreadable(str(path), reason)

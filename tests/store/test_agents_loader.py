@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -361,3 +362,21 @@ def test_config_section_object_or_table_with_user_dir_is_accepted(tree: dict[str
     assert run(tree, "worker", config=section).config.model == "m-r"
     table = {"user_dir": "", "models": {"worker": "m-pin"}}
     assert run(tree, "worker", config=table).config.model == "m-pin"
+
+
+def test_a_huge_definition_in_a_cloned_repository_is_refused_unread(
+    tree: dict[str, Path],
+) -> None:
+    """A repository's ``.grok/agents/*.md`` is anyone's input: a 1 GB one (sparse here) was
+    read and decoded whole by the daemon for every listing. Files over 1 MiB are refused."""
+    project = tree["repo"] / ".grok" / "agents"
+    agent(project, "good")
+    big = agent(project, "big")
+    with big.open("ab") as handle:
+        handle.truncate(1 << 30)
+    started = time.perf_counter()
+    result = listing(tree)
+    took = time.perf_counter() - started
+    assert {e.name for e in result.agents} == {"good"}
+    assert any(str(big) in p.message and "larger than" in p.message for p in result.errors)
+    assert took < 1.0, f"listing took {took:.1f} s"
