@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from memoryd.store.files import read_regular
+
 _MAX_FILE_BYTES = 1 << 20
 _ESCAPES = {"n": "\n", "t": "\t", "b": "\b", '"': '"', "\\": "\\"}
 
@@ -72,13 +74,12 @@ def _common_dir(git_dir: Path) -> Path:
 def _read_small(path: Path) -> str | None:
     """The text of a small regular file, or None if missing, not a file or too big."""
     try:
-        with path.open("rb") as handle:
-            data = handle.read(_MAX_FILE_BYTES + 1)
+        read = read_regular(path, _MAX_FILE_BYTES)  # a FIFO is refused, never opened
     except OSError:
         return None
-    if len(data) > _MAX_FILE_BYTES:
+    if read.truncated:
         return None
-    return data.decode("utf-8", "replace")
+    return read.data.decode("utf-8", "replace")
 
 
 def remote_url(config_text: str, remote: str) -> str | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
 from pathlib import Path
 
 import pytest
@@ -319,3 +320,22 @@ def test_a_symlinked_memory_root_is_fine(tmp_path: Path, ws: Workspace, root: Pa
     path = resolve_client_path(alias, ws_via_alias, "widgets-7d43613e/MEMORY.md")
     assert path == alias / "widgets-7d43613e" / "MEMORY.md"
     assert os.path.samefile(path, ws.memory_file)
+
+
+def test_a_git_config_that_is_a_fifo_never_blocks_resolving_a_workspace(tmp_path: Path) -> None:
+    """A workspace is any directory an agent runs in (a hook's ``cwd``): a ``.git/config``
+    that is a FIFO blocked ``find_origin`` — and the daemon resolving the workspace —
+    forever."""
+    ws = tmp_path / "unpacked"
+    (ws / ".git").mkdir(parents=True)
+    os.mkfifo(ws / ".git" / "config")
+    found: list[str | None] = []
+    worker = threading.Thread(target=lambda: found.append(find_origin(ws)))
+    worker.start()
+    worker.join(5)
+    if worker.is_alive():  # blocked opening the FIFO: let it go, then fail
+        with open(ws / ".git" / "config", "wb"):
+            pass
+        worker.join(5)
+        pytest.fail("find_origin blocked on a FIFO .git/config")
+    assert found == [None]
