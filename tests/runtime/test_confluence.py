@@ -13,6 +13,7 @@ import itertools
 import json
 import os
 import subprocess
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -139,9 +140,9 @@ async def test_leftover_directories_not_in_the_registry_are_never_read(
     reads: list[Path] = []
     real_read = files.read_text
 
-    def spy(path: Path) -> str | None:
+    def spy(path: Path, max_bytes: int | None = None) -> str | None:
         reads.append(path)
-        return real_read(path)
+        return real_read(path, max_bytes)
 
     monkeypatch.setattr(runtime_confluence, "read_text", spy)
     model = FakeChatModel([answer()])
@@ -599,3 +600,19 @@ async def test_the_supervisor_records_a_workspace_once_per_daemon_life(
 def test_the_cli_says_when_no_daemon_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["confluence", "status"]) == cli.EXIT_NO_DAEMON
     assert cli.main(["confluence", "run", "--force"]) == cli.EXIT_NO_DAEMON
+
+
+async def test_a_huge_memory_file_is_read_only_as_far_as_the_index_goes(mem: Root) -> None:
+    """Confluence read every workspace's ``MEMORY.md`` whole: a 300 MB one (sparse, NUL
+    bytes after its notes) was read, decoded and parsed at every run. It reads what the
+    index takes (``index.max_file_bytes``)."""
+    ws = mem.workspace("widgets", WIDGETS)
+    with ws.memory_file.open("ab") as handle:
+        handle.truncate(300 * 1024 * 1024)
+    model = FakeChatModel([answer(), verdict(True)])
+    started = time.perf_counter()
+    result = await mem.confluence(model).run()
+    took = time.perf_counter() - started
+    assert result["outcome"] == "done" and result["counts"]["new_sections"] == 2, result
+    assert "Flaky tests" in distiller_calls(model)[0].user
+    assert took < 2.0, f"the run took {took:.1f} s"

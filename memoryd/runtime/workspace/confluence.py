@@ -283,9 +283,10 @@ class Confluence:
     def _gather(self, report: RunReport) -> _Material:
         """Read the ``MEMORY.md`` of every registered workspace (and nothing else)."""
         material = _Material(entries=load_registry(self.root))
+        max_bytes = self.config().index.max_file_bytes  # as far as the index reads it
         for entry in material.entries:
             try:
-                text = read_text(self.root / entry.dirname / MEMORY_FILE)
+                text = read_text(self.root / entry.dirname / MEMORY_FILE, max_bytes)
             except StorageError as exc:
                 report.error("read", str(exc), workspace=entry.dirname)
                 continue
