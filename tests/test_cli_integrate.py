@@ -295,3 +295,13 @@ def test_project_files_linked_out_of_the_project_are_refused(
         assert json.loads(private.read_text()) == {"token": "kept-out-of-the-repo"}
         assert not list((user_home).rglob("*.memoryd-backup-*"))
     assert not list((user_home / "elsewhere").iterdir())
+
+
+def test_a_settings_file_nested_too_deep_is_refused_not_a_traceback(
+    user_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (user_home / ".claude").mkdir()
+    (user_home / ".claude" / "settings.json").write_text("[" * 100_000)
+    (user_home / ".claude.json").write_text("{}")
+    assert main(["integrate", "claude-code"]) == 1
+    assert "not valid JSON" in capsys.readouterr().err

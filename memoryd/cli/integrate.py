@@ -146,7 +146,7 @@ def _json(path: Path, text: str | None) -> dict[str, Any]:
         return {}
     try:
         value = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested beyond reason
         raise ConfigError(
             f"{path} is not valid JSON ({exc}); fix it first, nothing was written"
         ) from exc
