@@ -211,8 +211,9 @@ def _calibrate(args: argparse.Namespace) -> int:
         return EXIT_OK
     in_use = result["in_use"]
     print(
-        f"{result['model_id']}: two different notes {result['unrelated']}, two halves of one "
-        f"note {result['strong']} ({result['pairs']} pairs, {result['halves']} notes); in use: "
+        f"{result['model_id']}: a title and another file's note {result['unrelated']} (90th "
+        f"percentile), a title and its own note {result['strong']} (median; {result['halves']} "
+        f"notes, {result['pairs']} pairs); in use: "
         f"unrelated {in_use['unrelated']}, strong {in_use['strong']}"
     )
     if result["problem"]:

@@ -26,13 +26,13 @@ TOPICS = [
 
 
 @pytest.mark.anyio
-async def test_calibrate_measures_halves_above_different_notes(
+async def test_calibrate_measures_titles_against_their_own_and_other_notes(
     env: Env, open_memory: MemoryFactory
 ) -> None:
     for i, topic in enumerate(TOPICS):
         words = topic.split()
-        recap = " ".join(words[::2])  # the second half says part of the first again
-        env.session(f"2026-05-0{i + 1}-t{i}-abcdef0{i}.md", f"## Note {i}\n\n{topic} {recap}\n")
+        title = " ".join(words[:4])  # the heading says part of its note again
+        env.session(f"2026-05-0{i + 1}-t{i}-abcdef0{i}.md", f"## {title}\n\n{topic}\n")
         assert len(words) > 8
     mem = await open_memory(HashProvider(256))
     await mem.sync()
@@ -41,9 +41,22 @@ async def test_calibrate_measures_halves_above_different_notes(
     assert result["unrelated"] is not None and result["strong"] is not None
     assert result["unrelated"] + 0.05 < result["strong"]
     assert result["halves"] == len(TOPICS)
-    assert result["pairs"] == len(TOPICS) * (len(TOPICS) - 1) // 2  # each in its own file
+    assert result["pairs"] == len(TOPICS) * (len(TOPICS) - 1)  # each in its own file
     assert result["config_lines"][0].startswith("similarity_unrelated = ")
     assert result["in_use"] == {"unrelated": 0.5, "strong": 0.8}  # the hash model: reference
+
+
+@pytest.mark.anyio
+async def test_calibrate_refuses_notes_without_informative_headings(
+    env: Env, open_memory: MemoryFactory
+) -> None:
+    for i, topic in enumerate(TOPICS):
+        env.session(f"2026-05-0{i + 1}-t{i}-abcdef0{i}.md", f"## Conversation\n\n{topic}\n")
+    mem = await open_memory(HashProvider(256))
+    await mem.sync()
+    result = await calibrate(mem)
+    assert result["problem"] is not None and "too few" in result["problem"]
+    assert result["config_lines"] == []
 
 
 @pytest.mark.anyio

@@ -2,8 +2,8 @@
 on this workspace's notes (issue #19; what is measured: :mod:`memoryd.core.calibration`).
 
 A sample of :data:`SAMPLE` chunks is read in one DB phase, then up to :data:`PER_CHUNK` of
-each one's paragraphs are embedded (each whole, and each in two halves) with no transaction
-open, and the cosines are reduced in a worker thread.
+each one's titled notes are embedded (title and body) with no transaction open, and the
+cosines are reduced in a worker thread.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import anyio.to_thread
 
-from memoryd.core.calibration import Calibration, measure, note_halves, paragraphs
+from memoryd.core.calibration import Calibration, measure, titled_notes
 from memoryd.core.ranking import is_content_free
 from memoryd.core.replies import CalibrateReply
 from memoryd.errors import ModelNotConfigured
@@ -21,7 +21,8 @@ from memoryd.providers.embeddings import EmbeddingProvider, normalize, similarit
 from memoryd.runtime.workspace.memory import WorkspaceMemory
 
 SAMPLE = 120
-PER_CHUNK = 2  # paragraphs measured per sampled chunk
+PER_CHUNK = 4  # titled notes measured per sampled chunk (a chunk may hold a few small notes)
+MAX_NOTES = 240  # at most this many (the pairs grow with its square)
 
 
 async def calibrate(memory: WorkspaceMemory, sample: int = SAMPLE) -> CalibrateReply:
@@ -34,16 +35,15 @@ async def calibrate(memory: WorkspaceMemory, sample: int = SAMPLE) -> CalibrateR
         )
     rows = await memory.db_phase(memory.index.sample_texts, sample)
     notes = [
-        (path, paragraph)
+        (path, note)
         for path, text in rows
         if not is_content_free(text)
-        for paragraph in paragraphs(text)[:PER_CHUNK]
-    ]
+        for note in titled_notes(text)[:PER_CHUNK]
+    ][:MAX_NOTES]
     batch = memory.config.embedding.batch_size
-    vectors = await _embed(provider, [t for _, t in notes], batch)
-    halves = [h for _, text in notes if (h := note_halves(text)) is not None]
-    half_vectors = await _embed(provider, [part for pair in halves for part in pair], batch)
-    result = await anyio.to_thread.run_sync(_measure, [p for p, _ in notes], vectors, half_vectors)
+    titles = await _embed(provider, [title for _, (title, _) in notes], batch)
+    bodies = await _embed(provider, [body for _, (_, body) in notes], batch)
+    result = await anyio.to_thread.run_sync(_measure, [p for p, _ in notes], titles, bodies)
     scale = similarity_scale(provider)
     return CalibrateReply(
         model_id=provider.model_id,
@@ -71,16 +71,16 @@ async def _embed(provider: EmbeddingProvider, texts: list[str], batch: int) -> l
 
 
 def _measure(
-    paths: Sequence[str], vectors: Sequence[list[float]], half_vectors: Sequence[list[float]]
+    paths: Sequence[str], titles: Sequence[list[float]], bodies: Sequence[list[float]]
 ) -> Calibration:
     pairs = [
-        _dot(vectors[i], vectors[j])
-        for i in range(len(vectors))
-        for j in range(i + 1, len(vectors))
+        _dot(titles[i], bodies[j])
+        for i in range(len(titles))
+        for j in range(len(bodies))
         if paths[i] != paths[j]
     ]
-    halves = [_dot(half_vectors[k], half_vectors[k + 1]) for k in range(0, len(half_vectors), 2)]
-    return measure(pairs, halves)
+    own = [_dot(t, b) for t, b in zip(titles, bodies, strict=True)]
+    return measure(pairs, own)
 
 
 def _dot(a: Sequence[float], b: Sequence[float]) -> float:
