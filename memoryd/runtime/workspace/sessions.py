@@ -197,8 +197,13 @@ class SessionManager:
     def _scrub(self, text: str, what: str = "", session_id: str = "") -> str:
         return redact(self.scrubber, text, self.log, what, session_id)
 
-    def _scrub_messages(self, session_id: str, messages: Sequence[Message]) -> list[Message]:
-        return redact_messages(self.scrubber, messages, self.log, session_id)
+    async def _scrub_messages(self, session_id: str, messages: Sequence[Message]) -> list[Message]:
+        """``messages`` with their secrets redacted; a large batch (an ingest read of up to
+        8 MB, a recovered journal) in a worker thread, off the event loop."""
+        args = (self.scrubber, messages, self.log, session_id)
+        if sum(len(m.content) for m in messages) <= THREAD_SCRUB_CHARS:
+            return redact_messages(*args)
+        return await anyio.to_thread.run_sync(redact_messages, *args)
 
     def _rel(self, path: Path) -> str:
         return memory_relpath(self.memory.root, path)
@@ -250,12 +255,7 @@ class SessionManager:
             s = OpenSession(session_id, subagent, now, journal, last_seen=now)
         else:
             recovered = [m.message for m in state.messages]
-            if sum(len(m.content) for m in recovered) > THREAD_SCRUB_CHARS:
-                messages = await anyio.to_thread.run_sync(
-                    self._scrub_messages, session_id, recovered
-                )
-            else:
-                messages = self._scrub_messages(session_id, recovered)
+            messages = await self._scrub_messages(session_id, recovered)
             s = OpenSession.recovered(state, journal, messages)
         self._sessions[session_id] = s
         self.log.info(
@@ -279,13 +279,9 @@ class SessionManager:
         ``session.ingest`` appends the messages it read from an agent transcript here too,
         with the transcript's new ``mark`` written on the same journal line.
         """
-        s = self._get(session_id)
-        if sum(len(m.content) for m in messages) > THREAD_SCRUB_CHARS:
-            # An ingest read (up to 8 MB): scrubbed off the event loop.
-            batch = await anyio.to_thread.run_sync(self._scrub_messages, session_id, messages)
-            s = self._get(session_id)  # closed meanwhile: as if the request came later
-        else:
-            batch = self._scrub_messages(session_id, messages)
+        self._get(session_id)
+        batch = await self._scrub_messages(session_id, messages)
+        s = self._get(session_id)  # closed during a threaded scrub: as if the request came later
         if batch or mark is not None:
             self._disarm_idle(s)  # no idle flush while a message is being written
             try:
