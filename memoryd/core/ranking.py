@@ -32,7 +32,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from types import MappingProxyType
 
 from memoryd.core.config import SearchConfig
 from memoryd.core.markdown import strip_comments
@@ -62,7 +61,6 @@ IDF FTS5 clamps to 1e-6 (a name said in every session of a chat): from
 :data:`SMALL_INDEX_ROWS` rows up, such a chunk is no keyword match at all, even at
 ``min_score`` 0 (see :func:`rank`)."""
 
-EVERGREEN_SOURCES = frozenset({"global", "workspace"})
 DECAYING_SOURCE = "session"
 
 
@@ -89,8 +87,7 @@ REFERENCE_SCALE = SimilarityScale(unrelated=VECTOR_ONLY_FLOOR, strong=0.8)
 """The scale the ranking of SPEC §5 is written for (its vector-only floor and strong match)."""
 
 
-def _default_source_weights() -> Mapping[str, float]:
-    return MappingProxyType({"global": 1.0, "workspace": 1.0, "session": 1.0})
+_SEARCH = SearchConfig()  # RankParams' defaults are the [search] defaults
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,17 +120,17 @@ class Candidate:
 class RankParams:
     """The knobs of SPEC §5 with their defaults."""
 
-    max_results: int = 6
-    min_score: float = 0.1
-    text_weight: float = 1.0
+    max_results: int = _SEARCH.max_results
+    min_score: float = _SEARCH.min_score
+    text_weight: float = _SEARCH.text_weight
     """Scales the keyword score before fusion (see :func:`merge`)."""
-    vector_weight: float = 1.0
+    vector_weight: float = _SEARCH.vector_weight
     """Scales the vector score before fusion."""
-    half_life_days: float = 30.0
-    source_weights: Mapping[str, float] = field(default_factory=_default_source_weights)
+    half_life_days: float = _SEARCH.half_life_days
+    source_weights: Mapping[str, float] = field(default_factory=lambda: _SEARCH.source_weights)
     """Multiplies the final score; a source missing from the mapping weighs 1.0."""
-    mmr_enabled: bool = False
-    mmr_lambda: float = 0.7
+    mmr_enabled: bool = _SEARCH.mmr.enabled
+    mmr_lambda: float = _SEARCH.mmr.lambda_
     similarity: SimilarityScale = REFERENCE_SCALE
     """The embedding model's scale; its cosines are calibrated onto :data:`REFERENCE_SCALE`."""
     corpus_rows: int = 0
