@@ -42,6 +42,7 @@ from typing import NamedTuple
 
 import blake3
 
+from memoryd.core.config import IndexConfig
 from memoryd.core.markdown import Heading, marked_lines, sections, strip_comments
 from memoryd.core.templates import is_scaffold
 
@@ -67,6 +68,8 @@ index built by another version is re-chunked (see :func:`chunker_signature`)."""
 _FLUSH_MARK = re.compile(r"\s*<!--\s*flush\s+(\S+)(?:\s+trigger=\S*)?\s*-->\s*")
 _COMMENT_OPEN = re.compile("<!--")
 
+_INDEX = IndexConfig()  # chunk_markdown's sizes default to the [index] defaults
+
 
 @dataclass(frozen=True, slots=True)
 class Chunk:
@@ -91,7 +94,10 @@ class _Section(NamedTuple):
 
 
 def chunk_markdown(
-    text: str, max_chars: int = 1600, overlap_chars: int = 320, min_chars: int = 0
+    text: str,
+    max_chars: int = _INDEX.max_chunk_chars,
+    overlap_chars: int = _INDEX.chunk_overlap_chars,
+    min_chars: int = 0,
 ) -> list[Chunk]:
     """Split markdown ``text`` into chunks of at most ``max_chars`` characters.
 
