@@ -548,7 +548,7 @@ class Dreamer:
             stamp = info.mtime  # a released lock's mtime is the last consolidation
         else:
             stamp = last_settled(entries)
-        last = None if stamp is None else rfc3339(stamp)
+        last = rfc3339(stamp)
         last_run = entries[-1] if entries else None
         data = read_bytes(self.workspace.memory_file)
         memory_chars = len(data.decode("utf-8", "replace")) if data is not None else 0
