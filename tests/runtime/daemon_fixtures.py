@@ -24,9 +24,10 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -344,3 +345,27 @@ def processes_fixture(home: Path) -> Iterator[Callable[..., DaemonProcess]]:
     yield make
     for process in made:
         process.kill()
+
+
+@contextmanager
+def ping_latencies(socket: Path | str, every: float = 0.005) -> Iterator[list[float]]:
+    """Ping the daemon from a thread (its own connection) while the block runs; the list holds
+    each ping's round trip in seconds once the block ends: how long the event loop stalled."""
+    pings: list[float] = []
+    done = threading.Event()
+
+    def pinger() -> None:
+        with Client(socket, timeout=60) as client:
+            while not done.is_set():
+                started = time.perf_counter()
+                client.call("daemon.ping")
+                pings.append(time.perf_counter() - started)
+                time.sleep(every)
+
+    thread = threading.Thread(target=pinger)
+    thread.start()
+    try:
+        yield pings
+    finally:
+        done.set()
+        thread.join()

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,7 +20,6 @@ from pathlib import Path
 import pytest
 
 from bench.secrets_corpus import Planted, planted
-from memoryd.client import Client
 from memoryd.core.flushing import Message
 from memoryd.core.secrets import REDACTION
 from memoryd.store.journal import Journal, JournalHeader
@@ -30,6 +28,7 @@ from tests.runtime.daemon_fixtures import (
     DaemonProcess,
     home_fixture,  # noqa: F401 - the `home` fixture
     in_process_daemon,
+    ping_latencies,
     processes_fixture,  # noqa: F401 - the `processes` fixture
     project,
     wait_until,
@@ -265,25 +264,9 @@ def test_scrubbing_a_long_note_does_not_stall_the_daemon(
     of repeated ``token=`` kept every other request waiting 0.8 s."""
     ws_path = project(home, "shop")
     daemon = processes().start()
-    pings: list[float] = []
-    done = threading.Event()
-
-    def pinger() -> None:
-        with Client(daemon.socket, timeout=60) as client:
-            while not done.is_set():
-                started = time.perf_counter()
-                client.call("daemon.ping")
-                pings.append(time.perf_counter() - started)
-                time.sleep(0.005)
-
-    thread = threading.Thread(target=pinger)
-    thread.start()
-    try:
+    with ping_latencies(daemon.socket) as pings:
         for _ in range(3):
             daemon.call("memory.remember", workspace=str(ws_path), text="token=" * 33_000)
-    finally:
-        done.set()
-        thread.join()
     assert max(pings) < 0.4, f"a ping waited {max(pings):.2f} s during remember"
 
 
@@ -305,23 +288,7 @@ def test_scrubbing_a_large_recovered_journal_does_not_stall_the_daemon(
     journal.open(JournalHeader(str(ws_path), "big-0001", False, time.time()))
     journal.append_messages([Message("user", f"{i} {content}") for i in range(10)], time.time())
     journal.close()
-    pings: list[float] = []
-    done = threading.Event()
-
-    def pinger() -> None:
-        with Client(daemon.socket, timeout=60) as client:
-            while not done.is_set():
-                started = time.perf_counter()
-                client.call("daemon.ping")
-                pings.append(time.perf_counter() - started)
-                time.sleep(0.005)
-
-    thread = threading.Thread(target=pinger)
-    thread.start()
-    try:
+    with ping_latencies(daemon.socket) as pings:
         opened = daemon.call("session.open", workspace=str(ws_path), session_id="big-0001")
-    finally:
-        done.set()
-        thread.join()
     assert opened["resumed"] is True, opened
     assert max(pings) < 1.0, f"a ping waited {max(pings):.2f} s while the session reopened"

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +22,7 @@ from tests.runtime.daemon_fixtures import (
     home_fixture,  # noqa: F401 - the `home` fixture
     in_process_daemon,
     memoryd_cli,
+    ping_latencies,
     processes_fixture,  # noqa: F401 - the `processes` fixture
     project,
 )
@@ -285,20 +284,7 @@ def test_scrubbing_a_large_ingest_does_not_stall_the_daemon(
             handle.write(json.dumps({"type": "user", "sessionId": "d", "message": message}))
             handle.write("\n")
     daemon = processes().start()
-    pings: list[float] = []
-    done = threading.Event()
-
-    def pinger() -> None:
-        with Client(daemon.socket, timeout=60) as client:
-            while not done.is_set():
-                started = time.perf_counter()
-                client.call("daemon.ping")
-                pings.append(time.perf_counter() - started)
-                time.sleep(0.01)
-
-    thread = threading.Thread(target=pinger)
-    thread.start()
-    try:
+    with ping_latencies(daemon.socket, every=0.01) as pings:
         with Client(daemon.socket, timeout=120) as client:
             out = client.call(
                 "session.ingest",
@@ -307,8 +293,5 @@ def test_scrubbing_a_large_ingest_does_not_stall_the_daemon(
                 format="claude-code",
                 workspace=str(ws_path),
             )
-    finally:
-        done.set()
-        thread.join()
     assert out["ingested"] == 10
     assert max(pings) < 1.0, f"a ping waited {max(pings):.2f} s during the ingest"
