@@ -93,7 +93,7 @@ class SearchConfig:
     """``[search]``: result count, relevance threshold, merge weights, decay, MMR (SPEC §5)."""
 
     max_results: int = _int(6, low=1)
-    min_score: float = _num(0.1, high=1.0)
+    min_score: float = _num(0.25, high=1.0)
     text_weight: float = _num(1.0, high=1.0)
     vector_weight: float = _num(1.0, high=1.0)
     half_life_days: float = _num(30.0)

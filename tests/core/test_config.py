@@ -35,7 +35,7 @@ def test_no_input_gives_the_dataclass_defaults_all_sourced_default() -> None:
     assert resolved.config == Config()
     assert set(resolved.sources) == set(LEAVES)
     assert set(resolved.sources.values()) == {"default"}
-    assert resolved.config.search.min_score == 0.1
+    assert resolved.config.search.min_score == 0.25
     assert resolved.config.search.mmr.lambda_ == 0.7
     assert dict(resolved.config.search.source_weights) == dict.fromkeys(
         ("global", "workspace", "session"), 1.0

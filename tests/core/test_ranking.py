@@ -156,10 +156,20 @@ def test_cosine_from_l2_on_unit_vectors() -> None:
 
 
 def test_vector_only_scaling() -> None:
-    assert vector_score(0.8) == pytest.approx(0.6)
-    assert vector_score(0.6) == pytest.approx(0.2)
+    # Each 0.15 of calibrated cosine above unrelated (0.5) counts as one rare keyword.
+    assert vector_score(0.65) == pytest.approx(keyword_score(-math.log(999.5 / 1.5), 1000))
+    assert vector_score(0.65) == pytest.approx(1 - math.exp(-1))
+    assert vector_score(0.8) == pytest.approx(1 - math.exp(-2))
+    assert vector_score(0.5) == 0.0
     assert vector_score(0.3) == 0.0
-    assert vector_score(1.0) == 1.0
+    assert vector_score(float("nan")) == 0.0
+    assert 0.95 < vector_score(1.0) < 1.0
+
+
+@given(st.floats(0.0, 1.0), st.floats(0.0, 1.0))
+def test_vector_score_is_monotone_and_bounded(a: float, b: float) -> None:
+    low, high = sorted((a, b))
+    assert 0.0 <= vector_score(low) <= vector_score(high) < 1.0
 
 
 def test_strong_vector_only_hit_passes_default_min_score_weak_one_does_not() -> None:
@@ -167,7 +177,7 @@ def test_strong_vector_only_hit_passes_default_min_score_weak_one_does_not() -> 
     weak = cand("weak", distance=l2_for_cosine(0.52))
     results = rank([strong, weak], RankParams(), NOW)
     assert ids(results) == ["strong"]
-    assert results[0].relevance == pytest.approx(0.6)
+    assert results[0].relevance == pytest.approx(1 - math.exp(-2))
 
 
 def test_keyword_and_vector_hits_of_one_chunk_are_combined() -> None:
@@ -415,7 +425,7 @@ def test_near_duplicate_vector_hits_do_not_push_out_the_exact_keyword_match() ->
 
 def test_a_strong_vector_only_match_competes_with_weak_keyword_hits() -> None:
     weak = [cand(f"kw{i}", bm25=-2.0 - i * 0.1) for i in range(6)]  # ≈ 0.27–0.33 each
-    paraphrase = cand("para", distance=l2_for_cosine(0.85))  # vector score 0.7
+    paraphrase = cand("para", distance=l2_for_cosine(0.85))  # vector score 0.90
     exact = cand("exact", bm25=-30.0)  # two+ rare terms: ≈ 0.99
     results = ids(rank([*weak, paraphrase, exact], RankParams(max_results=5), NOW))
     assert results[:2] == ["exact", "para"]
@@ -504,7 +514,7 @@ def test_mmr_keeps_decay_and_source_weights_in_force() -> None:
 
 def test_rank_params_defaults_match_spec() -> None:
     params = RankParams()
-    assert (params.max_results, params.min_score) == (6, 0.1)
+    assert (params.max_results, params.min_score) == (6, 0.25)
     assert (params.text_weight, params.vector_weight) == (1.0, 1.0)
     assert params.half_life_days == 30.0
     assert dict(params.source_weights) == {"global": 1.0, "workspace": 1.0, "session": 1.0}
