@@ -108,12 +108,19 @@ def _split_script(word: str) -> list[str]:
     return parts
 
 
+MIN_NUMBER_CHARS = 3
+"""A pure number is a keyword from this many characters up (see :func:`extract_keywords`)."""
+
+
 def extract_keywords(query: str) -> list[str]:
     """The search keywords of ``query``, in order, without duplicates.
 
     Lowercased and split on every non-word character (``_`` included); a CJK run stays one
     keyword, whatever its length, unless it is entirely a stop word. Other words are kept
-    when they have two or more characters, are not pure numbers and are not stop words.
+    when they have two or more characters and are not stop words; a pure number needs three
+    (a port, an error code, an issue number, a year: ``5173``, ``502``, ``2024`` — keyword
+    scores are absolute, so a number in many chunks counts little and one in a single
+    chunk is as specific as a rare word, while ``10`` or ``2`` would match by chance).
     """
     keywords: dict[str, None] = {}  # ordered set
     for word in WORD.findall(query.lower()):
@@ -121,7 +128,8 @@ def extract_keywords(query: str) -> list[str]:
             if is_cjk(part[0]):
                 keep = part not in STOP_WORDS
             else:
-                keep = len(part) >= 2 and not part.isnumeric() and part not in STOP_WORDS
+                shortest = MIN_NUMBER_CHARS if part.isnumeric() else 2
+                keep = len(part) >= shortest and part not in STOP_WORDS
             if keep:
                 keywords.setdefault(part)
     return list(keywords)

@@ -92,9 +92,16 @@ def test_keywords_are_lowercased_deduplicated_and_in_order() -> None:
     assert extract_keywords("SQLite WAL sqlite wal Mode") == ["sqlite", "wal", "mode"]
 
 
-def test_stop_words_numbers_and_single_letters_are_dropped() -> None:
-    query = "How do I fix the 2024 error in a v2 build, x?"
-    assert extract_keywords(query) == ["fix", "error", "v2", "build"]
+def test_stop_words_short_numbers_and_single_letters_are_dropped() -> None:
+    query = "How do I fix the 2024 error 42 in a v2 build, x 7?"
+    assert extract_keywords(query) == ["fix", "2024", "error", "v2", "build"]
+
+
+def test_numbers_of_three_or_more_digits_are_keywords() -> None:
+    query = "port 5173, HTTP 502 and issue #1234"
+    assert extract_keywords(query) == ["port", "5173", "http", "502", "issue", "1234"]
+    assert build_match_query("502") == '"502"'
+    assert build_match_query("10 2") is None
 
 
 def test_keywords_split_on_every_non_word_character() -> None:
@@ -124,7 +131,7 @@ def test_a_cjk_run_is_dropped_only_when_it_is_entirely_a_stop_word() -> None:
     assert extract_keywords("的 了 是 目的 现在 是否 的话") == ["目的", "现在", "是否", "的话"]
 
 
-@pytest.mark.parametrize("query", ["", "   ", "?!...", "the and of", "的 了", "123 4.5", "a b c"])
+@pytest.mark.parametrize("query", ["", "   ", "?!...", "the and of", "的 了", "12 4.5", "a b c"])
 def test_nothing_to_search_builds_no_query(query: str) -> None:
     assert extract_keywords(query) == []
     assert build_match_query(query) is None

@@ -457,6 +457,32 @@ async def test_a_word_only_inside_an_html_comment_is_never_found(
         await mem.close()
 
 
+FILLER = "Nobody remembers the wording of this note, only what it was about. " * 3
+
+
+async def test_a_number_of_three_or_more_digits_finds_its_note(
+    env: Env, open_memory: MemoryFactory
+) -> None:
+    # A port, an error code, an issue number: the one word a user remembers of a note.
+    notes = [
+        ("Dev server", "The Vite dev server listens on 5173; the API stays on 8000."),
+        ("Gateway errors", "The load balancer answered 502 while the workers restarted."),
+        ("Retries", "Jobs retry 3 times with 10 seconds between tries."),
+    ]
+    env.workspace.memory_file.write_text(
+        "# M\n\n"  # each note long enough to be a chunk of its own
+        + "".join(f"## {title}\n\n{text} {FILLER}\n\n" for title, text in notes)
+    )
+    mem = await open_memory(None)
+    await mem.sync()
+    for query, heading in (("5173", "Dev server"), ("error 502", "Gateway errors")):
+        res = await mem.search(query)
+        assert res.results, query
+        assert [h.heading for h in res.results] == [f"M > {heading}"], query
+    assert (await mem.search("10")).results == []  # one or two digits match by chance
+    await mem.close()
+
+
 async def test_no_chunk_returned_is_shorter_than_min_chunk_chars_unless_its_file_is(
     env: Env, open_memory: MemoryFactory
 ) -> None:
