@@ -121,7 +121,14 @@ def _remove_quietly(temp: str) -> None:
         pass
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
+    """Make the entries of ``directory`` (a created, renamed or removed file) durable.
+
+    Raises :class:`OSError` — an ``EIO`` means the change may not survive a crash — except
+    for the errnos of file systems that cannot fsync a directory at all (``EINVAL`` …).
+    The one directory-fsync policy: every store module that creates or removes a file
+    calls this.
+    """
     try:
         _fs.fsync_dir(str(directory))
     except OSError as exc:
@@ -141,7 +148,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         except BaseException:
             _remove_quietly(temp)
             raise
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
     except OSError as exc:
         raise storage_error("write", path, exc) from exc
 
@@ -327,7 +334,7 @@ def ensure_file(path: Path, template_text: str) -> bool:
                 _fs.replace(temp, str(path))
         finally:
             _remove_quietly(temp)
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
     except OSError as exc:
         raise storage_error("create", path, exc) from exc
     return True

@@ -31,6 +31,7 @@ at most 128 characters) is stored under ``sid-<hash>.jsonl``; the header keeps t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -45,7 +46,7 @@ import structlog
 from memoryd.core.flushing import ROLES, Message, message_dict
 from memoryd.core.workspace import LIVE_DIR, SESSIONS_DIR
 from memoryd.errors import StorageError
-from memoryd.store.files import atomic_write_bytes, make_private_dirs, storage_error
+from memoryd.store.files import atomic_write_bytes, fsync_dir, make_private_dirs, storage_error
 
 log = structlog.get_logger(__name__)
 
@@ -362,19 +363,6 @@ def _sync(fd: int) -> None:
     sync(fd)
 
 
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | os.O_CLOEXEC)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some file systems cannot fsync a directory
-    finally:
-        os.close(fd)
-
-
 class Journal:
     """The journal of one session. Synchronous: call it from a worker thread, one call at a
     time per session."""
@@ -407,10 +395,13 @@ class Journal:
         self._open_fd(create=True)
         try:
             self._write([_header_record(header)])
+            self._sync_dir("create")
         except BaseException:
             self.close()
+            # Never acknowledged: leave no journal behind for the next open to "recover".
+            with contextlib.suppress(OSError):
+                self.path.unlink()
             raise
-        _fsync_dir(self.live_dir)
         return None
 
     def _open_fd(self, *, create: bool) -> None:
@@ -518,10 +509,20 @@ class Journal:
         try:
             self.path.unlink()
         except FileNotFoundError:
-            return
+            pass  # removed already, perhaps by a call whose directory sync failed: sync again
         except OSError as exc:
             raise _error("remove", self.path, exc) from exc
-        _fsync_dir(self.live_dir)
+        self._sync_dir("remove", missing_ok=True)
+
+    def _sync_dir(self, action: str, *, missing_ok: bool = False) -> None:
+        """Make the journal's creation or removal durable (:func:`fsync_dir`'s policy); a
+        failure is a StorageError like a failed append."""
+        try:
+            fsync_dir(self.live_dir)
+        except OSError as exc:
+            if missing_ok and isinstance(exc, FileNotFoundError):
+                return  # no directory, nothing to remove
+            raise _error(action, self.path, exc) from exc
 
 
 def _header_record(header: JournalHeader) -> dict[str, Any]:

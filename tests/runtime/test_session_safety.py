@@ -8,6 +8,8 @@ first 8 characters, flush idempotence, idle close, and ``session.list``.
 from __future__ import annotations
 
 import dataclasses
+import errno
+import os
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -17,7 +19,7 @@ import pytest
 
 from memoryd.core.config import Config
 from memoryd.core.flushing import Message
-from memoryd.errors import SessionConflict
+from memoryd.errors import SessionConflict, StorageError
 from memoryd.providers.llm import FakeChatModel
 from memoryd.runtime.workspace.sessions import SessionManager
 from memoryd.store.journal import journal_name
@@ -200,3 +202,42 @@ async def test_a_rejected_flush_is_asked_again(env: Env, open_memory: MemoryFact
     assert (await mgr.flush("s1"))["outcome"] == "rejected"
     assert (await mgr.flush("s1"))["outcome"] == "written"  # not "nothing_to_store"
     assert model.calls == 2
+
+
+# ------------------------------------------------------------------ journal durability
+
+
+def fail_fsync_of(monkeypatch: pytest.MonkeyPatch, directory: Path) -> None:
+    """``os.fsync`` of ``directory`` fails with EIO (every other fsync works)."""
+    real_fsync, inode = os.fsync, directory.stat().st_ino
+
+    def fsync(fd: int) -> None:
+        if os.fstat(fd).st_ino == inode:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+
+
+async def test_a_journal_whose_creation_or_removal_is_not_durable_fails_open_and_close(
+    env: Env, open_memory: MemoryFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mgr = await manager(open_memory, None)
+    env.workspace.live_dir.mkdir(parents=True, exist_ok=True)
+    fail_fsync_of(monkeypatch, env.workspace.live_dir)
+    with pytest.raises(StorageError, match=r"cannot create journal .*EIO"):
+        await mgr.open("s1")
+    assert mgr.session_ids == []  # not acknowledged, nothing to lose
+    monkeypatch.undo()
+    await mgr.open("s1")
+    await mgr.append("s1", TALK * 2)
+    fail_fsync_of(monkeypatch, env.workspace.live_dir)
+    with pytest.raises(StorageError, match=r"cannot remove journal .*EIO"):
+        await mgr.close("s1")
+    assert mgr.session_ids == ["s1"]  # still open: the close can be retried
+    monkeypatch.undo()
+    out = await mgr.close("s1")
+    assert out["summary_written"] is True and mgr.session_ids == []
+    assert not (env.workspace.live_dir / journal_name("s1")).exists()
+    (text,) = logs(env).values()
+    assert text.count("## Session Summary") == 1

@@ -278,3 +278,65 @@ def test_acknowledged_appends_survive_sigkill(live: Path) -> None:
     (state,) = load_all(live)
     contents = [m.message.content for m in state.messages]
     assert contents == [f"message {i}" for i in acked]
+
+
+def fail_directory_fsync(monkeypatch: pytest.MonkeyPatch, code: int) -> list[int]:
+    """``os.fsync`` of a directory fails with ``code`` (file fsyncs still work); returns the
+    list of failures so far."""
+    real_fsync = os.fsync
+    failed: list[int] = []
+
+    def fsync(fd: int) -> None:
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            failed.append(fd)
+            raise OSError(code, os.strerror(code))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    return failed
+
+
+def test_a_failed_directory_sync_on_create_is_a_storage_error_and_leaves_nothing(
+    live: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    live.mkdir(parents=True)
+    failed = fail_directory_fsync(monkeypatch, errno.EIO)
+    j = Journal(live, "s-1")
+    with pytest.raises(StorageError, match=r"cannot create journal .*EIO"):
+        j.open(header())
+    assert failed and not j.path.exists()  # the open was never acknowledged
+    monkeypatch.undo()
+    assert j.open(header()) is None  # a retry creates it anew
+    j.append_messages([Message("user", "a")], at=1.0)
+    j.close()
+    state = load(j.path)
+    assert state is not None and [m.message.content for m in state.messages] == ["a"]
+
+
+def test_a_failed_directory_sync_on_remove_is_a_storage_error_and_a_retry_syncs_again(
+    live: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    j = Journal(live, "s-1")
+    j.open(header())
+    failed = fail_directory_fsync(monkeypatch, errno.EIO)
+    with pytest.raises(StorageError, match=r"cannot remove journal .*EIO"):
+        j.remove()
+    with pytest.raises(StorageError, match="EIO"):
+        j.remove()  # the file is gone, but its removal is still not durable
+    assert len(failed) == 2
+    monkeypatch.undo()
+    j.remove()
+    assert not j.path.exists()
+
+
+@pytest.mark.parametrize("code", [errno.EINVAL, errno.ENOTSUP])
+def test_file_systems_that_cannot_sync_a_directory_are_tolerated(
+    live: Path, monkeypatch: pytest.MonkeyPatch, code: int
+) -> None:
+    live.mkdir(parents=True)
+    failed = fail_directory_fsync(monkeypatch, code)
+    j = Journal(live, "s-1")
+    assert j.open(header()) is None
+    j.append_messages([Message("user", "a")], at=1.0)
+    j.remove()
+    assert len(failed) == 2 and not j.path.exists()

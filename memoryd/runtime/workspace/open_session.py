@@ -35,6 +35,9 @@ class OpenSession:
     idle_scope: anyio.CancelScope | None = None
     idle_due: float | None = None
     closing: bool = False
+    close_recorded: bool = False
+    """``session.close`` journalled its ``closed`` record (the journal's removal may have
+    failed since: a retried close only removes it)."""
     last_seen: float = 0.0
     """The last open, append, usage report or flush (wall clock): idle close counts from it."""
 

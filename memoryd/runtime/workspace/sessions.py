@@ -145,7 +145,10 @@ class SessionManager:
             if sid in self._sessions:
                 continue
             if state.closed:  # closed, but the journal's removal was lost
-                await anyio.to_thread.run_sync(Journal(self.workspace.live_dir, sid).remove)
+                try:
+                    await anyio.to_thread.run_sync(Journal(self.workspace.live_dir, sid).remove)
+                except MemorydError as exc:
+                    self.log.error("session.recover_failed", session_id=sid, error=str(exc))
                 continue
             try:
                 await self._open(sid, state.header.subagent)
@@ -537,7 +540,9 @@ class SessionManager:
                 if summary is not None:
                     path = await self.logs.append(s, summary, self._now().date(), once=True)
                     await failpoints.hit_async("session.after_summary")
-                await s.journaled(s.journal.record_closed, summary is not None)
+                if not s.close_recorded:  # a retry after a failed removal skips it
+                    await s.journaled(s.journal.record_closed, summary is not None)
+                    s.close_recorded = True
                 await s.journaled(s.journal.remove)
         except BaseException:
             s.closing = False
