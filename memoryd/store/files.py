@@ -248,6 +248,14 @@ _BOMS = (
 )
 
 
+def _split_bom(data: bytes) -> tuple[bytes, str, bytes]:
+    """``(bom, encoding, body)`` of a memory file's bytes: UTF-8 unless a BOM says otherwise."""
+    for bom, name in _BOMS:
+        if data.startswith(bom):
+            return bom, name, data[len(bom) :]
+    return b"", "utf-8", data
+
+
 def decode_text(data: bytes) -> tuple[str, str | None]:
     """The text of a memory file, and a warning when it was not clean.
 
@@ -255,17 +263,41 @@ def decode_text(data: bytes) -> tuple[str, str | None]:
     dropped); anything else undecodable gets U+FFFD for each bad byte and the warning
     says how many.
     """
-    encoding = "utf-8"
-    for bom, name in _BOMS:
-        if data.startswith(bom):
-            data, encoding = data[len(bom) :], name
-            break
+    _bom, encoding, data = _split_bom(data)
     try:
         return data.decode(encoding), None
     except UnicodeDecodeError:
         text = data.decode(encoding, "replace")
     bad = text.count("\ufffd") - data.decode(encoding, "ignore").count("\ufffd")
     return text, f"{DECODE_WARNING} {encoding.upper()}: {bad} undecodable byte sequence(s) replaced"
+
+
+@dataclass(frozen=True, slots=True)
+class ExactText:
+    """A memory file's text as :func:`decode_text` reads it (same BOMs, same encodings),
+    decoded so that :meth:`encode` gives its bytes back exactly: what is not valid stays as
+    lone surrogates (``surrogateescape`` for UTF-8, ``surrogatepass`` for UTF-16) and an odd
+    last byte of UTF-16 is kept aside. A rewrite keeps the file's encoding and BOM."""
+
+    text: str
+    bom: bytes
+    encoding: str
+    tail: bytes = b""
+
+    def encode(self, text: str) -> bytes:
+        """``text`` (this file's text changed) as the file's bytes: same encoding and BOM."""
+        if self.encoding == "utf-8":
+            return self.bom + _encode(text)
+        return self.bom + text.encode(self.encoding, "surrogatepass") + self.tail
+
+
+def decode_exact(data: bytes) -> ExactText:
+    """A memory file's bytes as an :class:`ExactText` (text, encoding and BOM)."""
+    bom, encoding, body = _split_bom(data)
+    if encoding == "utf-8":
+        return ExactText(body.decode(encoding, "surrogateescape"), bom, encoding)
+    cut = len(body) - len(body) % 2
+    return ExactText(body[:cut].decode(encoding, "surrogatepass"), bom, encoding, body[cut:])
 
 
 def read_bytes(path: Path, max_bytes: int | None = None) -> bytes | None:

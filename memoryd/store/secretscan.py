@@ -6,7 +6,9 @@ confluence state), leaving out SQLite files, the embedding cache and lock files.
 :func:`scan_file` finds the secrets in one (line, kind, fingerprint — never the value);
 :func:`redact_file` rewrites it atomically with each secret replaced by its redaction. A
 ``.jsonl`` file is redacted line by line through its decoded JSON strings (an escaped
-``\\n`` inside a PEM block stays valid JSON); other files as text.
+``\\n`` inside a PEM block stays valid JSON); other files as text. A file is decoded as the
+indexer decodes it (UTF-8, or the UTF-16 LE/BE its BOM names: a secret search finds is a
+secret the scan finds) and rewritten in its own encoding, BOM and undecodable bytes kept.
 
 :func:`compact_index` clears what SQLite keeps of deleted rows: FTS5 segments are merged
 (``optimize``), free pages dropped (``VACUUM``) and the WAL truncated, so a purged secret is
@@ -24,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from memoryd.core.secrets import Finding, Scrubber
-from memoryd.store.files import atomic_write_text, read_regular
+from memoryd.store.files import ExactText, atomic_write_bytes, decode_exact, read_regular
 
 #: Files never scanned: SQLite databases (and their WAL/SHM), locks, the embedding cache.
 SKIPPED_SUFFIXES = (".sqlite", ".sqlite-wal", ".sqlite-shm", ".sqlite-journal", ".lock")
@@ -66,14 +68,15 @@ def memory_text_files(directory: Path, too_large: list[Path] | None = None) -> l
     return out
 
 
-def _read(path: Path) -> str | None:
-    """The file's text; None when it is gone, no longer a regular file (never blocks on a
-    FIFO swapped in) or grew past :data:`MAX_SCAN_BYTES` (never rewritten from a part)."""
+def _read(path: Path) -> ExactText | None:
+    """The file's text (:func:`~memoryd.store.files.decode_exact`); None when it is gone, no
+    longer a regular file (never blocks on a FIFO swapped in) or grew past
+    :data:`MAX_SCAN_BYTES` (never rewritten from a part)."""
     try:
         read = read_regular(path, MAX_SCAN_BYTES)
     except OSError:
         return None
-    return None if read.truncated else read.data.decode("utf-8", "surrogateescape")
+    return None if read.truncated else decode_exact(read.data)
 
 
 def _strings(value: Any) -> Iterator[str]:
@@ -121,8 +124,8 @@ def scan_text(text: str, scrubber: Scrubber, *, jsonl: bool = False) -> list[Fin
 
 
 def scan_file(path: Path, scrubber: Scrubber) -> FileScan:
-    text = _read(path)
-    findings = () if text is None else tuple(scan_text(text, scrubber, jsonl=_is_jsonl(path)))
+    read = _read(path)
+    findings = () if read is None else tuple(scan_text(read.text, scrubber, jsonl=_is_jsonl(path)))
     return FileScan(path, findings)
 
 
@@ -151,14 +154,14 @@ def redacted_text(text: str, scrubber: Scrubber, *, jsonl: bool = False) -> str:
 def redact_file(path: Path, scrubber: Scrubber) -> int:
     """Rewrite ``path`` atomically with its secrets redacted; returns how many were found
     (0: the file is left as it is)."""
-    text = _read(path)
-    if text is None:
+    read = _read(path)
+    if read is None:
         return 0
     jsonl = _is_jsonl(path)
-    found = scan_text(text, scrubber, jsonl=jsonl)
+    found = scan_text(read.text, scrubber, jsonl=jsonl)
     if not found:
         return 0
-    atomic_write_text(path, redacted_text(text, scrubber, jsonl=jsonl))
+    atomic_write_bytes(path, read.encode(redacted_text(read.text, scrubber, jsonl=jsonl)))
     return len(found)
 
 

@@ -8,6 +8,8 @@ import stat
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from memoryd.errors import StorageError
 from memoryd.store import files
@@ -15,6 +17,8 @@ from memoryd.store.files import (
     TEMP_PREFIX,
     append_section,
     atomic_write_text,
+    decode_exact,
+    decode_text,
     ensure_file,
     read_text,
 )
@@ -228,3 +232,32 @@ def test_sweep_removes_only_old_temp_files_of_atomic_writes(tmp_path: Path) -> N
     os.utime(fresh, (now - 10, now - 10))
     assert sweep_temp_files([tmp_path, tmp_path / "missing"], older_than=600, now=now) == 1
     assert not old.exists() and fresh.exists() and note.exists()
+
+
+BOMS = st.sampled_from([b"", b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff"])
+
+
+@given(BOMS, st.binary(max_size=64))
+def test_decode_exact_gives_back_the_bytes_read_as_decode_text_reads_them(
+    bom: bytes, body: bytes
+) -> None:
+    """What ``secrets purge`` rewrites: any bytes, any BOM, back exactly; a clean file reads
+    as the indexer reads it."""
+    data = bom + body
+    exact = decode_exact(data)
+    assert exact.encode(exact.text) == data
+    text, warning = decode_text(data)
+    if warning is None:
+        assert exact.text == text
+
+
+TEXT = st.text(max_size=40).filter(lambda t: not t.startswith("\ufeff"))
+
+
+@given(BOMS, TEXT, TEXT)
+def test_decode_exact_rewrites_in_the_files_encoding(bom: bytes, text: str, new: str) -> None:
+    encoding = {b"\xff\xfe": "utf-16-le", b"\xfe\xff": "utf-16-be"}.get(bom, "utf-8")
+    exact = decode_exact(bom + text.encode(encoding))
+    data = exact.encode(new)
+    assert data.startswith(bom) and decode_text(data) == (new, None)
+    assert data[len(bom) :].decode(encoding) == new
