@@ -81,6 +81,21 @@ def test_scan_lists_findings_then_purge_cleans_them(
     assert "secrets: gitleaks-derived rules" in out and "redacted since start" in out
 
 
+def test_purge_all_names_a_global_file_too_large_to_scan(
+    live: LiveDaemon, capsys: pytest.CaptureFixture[str]
+) -> None:
+    big = live.memory / "pasted-build-log.md"
+    with big.open("wb") as handle:
+        handle.write(f"GITHUB_TOKEN={token()}\n".encode())
+        handle.truncate(70 * 1024 * 1024)  # sparse, over the scan's 64 MiB
+    try:
+        code, out, err = run(capsys, "secrets", "purge", "--all")
+    finally:
+        big.unlink()
+    assert code == 0, err
+    assert "pasted-build-log.md: not scanned (over 64 MiB)" in out, out
+
+
 def test_doctor_shows_the_rule_set_and_user_patterns(
     memoryd_home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

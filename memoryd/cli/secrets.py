@@ -75,6 +75,8 @@ def _purge(args: argparse.Namespace) -> int:
     glob = result.get("global")
     if glob:
         print(f"global memory: {glob['redacted']} redacted in {len(glob['files'])} file(s)")
+        for path in glob.get("too_large", []):
+            print(f"{path}: not scanned (over 64 MiB): check or remove it by hand")
     for ws in result["workspaces"]:
         line = f"{ws['workspace']}: {ws['redacted']} redacted in {len(ws['files'])} file(s)"
         if "history_files" in ws:

@@ -438,6 +438,8 @@ class WorkspacePurge(TypedDict, total=False):
 class GlobalPurge(TypedDict):
     files: list[str]
     redacted: int
+    too_large: NotRequired[list[str]]
+    """Files outside any workspace over 64 MiB, neither scanned nor redacted."""
 
 
 # "global" is a keyword: the functional form.

@@ -10,7 +10,8 @@
   state) are redacted first, then every registered workspace is purged and re-synced (its
   index holds the global memory too). A registered workspace whose directory is gone has
   its files redacted and its index file removed (rebuilt from the redacted files when it is
-  served again).
+  served again). A file over 64 MiB, neither scanned nor redacted, is named in
+  ``too_large`` (the global files' and each workspace's), never passed over in silence.
 - ``daemon.status`` gets ``secrets``: the rule set, the user's rule counts and the
   redactions made since the daemon started, by kind.
 """
@@ -23,7 +24,13 @@ from typing import Any
 import anyio
 
 from memoryd.core import params as p
-from memoryd.core.replies import PurgeReply, ScanFindings, ScanReply, WorkspacePurge
+from memoryd.core.replies import (
+    GlobalPurge,
+    PurgeReply,
+    ScanFindings,
+    ScanReply,
+    WorkspacePurge,
+)
 from memoryd.core.secrets import Scrubber
 from memoryd.core.workspace import INDEX_FILE
 from memoryd.errors import InvalidParams, MemorydError
@@ -49,15 +56,19 @@ def _target(params: dict[str, Any]) -> str | None:
     return workspace_param(params)
 
 
-def _outside_workspaces(root: Path) -> list[Path]:
-    """The text files of the memory root that belong to no workspace directory."""
+def _outside_workspaces(root: Path, too_large: list[Path]) -> list[Path]:
+    """The text files of the memory root that belong to no workspace directory; those too
+    large to scan are added to ``too_large``."""
     dirs = {e.dirname for e in load_registry(root)}
-    return [
-        f
-        for f in memory_text_files(root)
-        if f.relative_to(root).parts[0] not in dirs
-        and not (root / f.relative_to(root).parts[0] / INDEX_FILE).exists()
-    ]
+
+    def outside(f: Path) -> bool:
+        top = f.relative_to(root).parts[0]
+        return top not in dirs and not (root / top / INDEX_FILE).exists()
+
+    every_large: list[Path] = []
+    files = [f for f in memory_text_files(root, every_large) if outside(f)]
+    too_large.extend(f for f in every_large if outside(f))
+    return files
 
 
 def register(table: MethodTable, ctx: DaemonContext) -> None:
@@ -113,16 +124,15 @@ def register(table: MethodTable, ctx: DaemonContext) -> None:
 
 async def _purge_all(supervisor: Supervisor, scrubber: Scrubber) -> PurgeReply:
     root = supervisor.root
-    outside = await anyio.to_thread.run_sync(_outside_workspaces, root)
+    too_large: list[Path] = []
+    outside = await anyio.to_thread.run_sync(_outside_workspaces, root, too_large)
     scans = await anyio.to_thread.run_sync(scan_files, outside, scrubber)
     rewritten, redacted = await redact_files(scans, scrubber)
-    out: PurgeReply = {
-        "global": {
-            "files": [memory_relpath(root, f) for f in rewritten],
-            "redacted": redacted,
-        },
-        "workspaces": [],
-    }
+    files = [memory_relpath(root, f) for f in rewritten]
+    glob: GlobalPurge = {"files": files, "redacted": redacted}
+    if too_large:
+        glob["too_large"] = [memory_relpath(root, f) for f in too_large]
+    out: PurgeReply = {"global": glob, "workspaces": []}
     for entry in await anyio.to_thread.run_sync(load_registry, root):
         result: WorkspacePurge
         try:
@@ -130,7 +140,8 @@ async def _purge_all(supervisor: Supervisor, scrubber: Scrubber) -> PurgeReply:
                 result = await actor.secrets_purge()
         except MemorydError as exc:  # gone or failing: redact its files, drop its index
             directory = root / entry.dirname
-            found = await anyio.to_thread.run_sync(scan_tree, directory, scrubber)
+            large: list[Path] = []
+            found = await anyio.to_thread.run_sync(scan_tree, directory, scrubber, large)
             done, count = await redact_files(found, scrubber)
             await anyio.to_thread.run_sync(discard_files, directory / INDEX_FILE)
             result = {
@@ -139,5 +150,7 @@ async def _purge_all(supervisor: Supervisor, scrubber: Scrubber) -> PurgeReply:
                 "index_removed": True,
                 "error": str(exc),
             }
+            if large:
+                result["too_large"] = [memory_relpath(root, f) for f in large]
         out["workspaces"].append({"workspace": entry.path, **result})
     return out
