@@ -336,8 +336,10 @@ class Scrubber:
             out.append(Finding(kind, fingerprint(text[start:end]), start, end, line))
         return out
 
-    def scrub(self, text: str) -> Scrubbed:
-        """``text`` with every secret replaced by its redaction, and the findings."""
+    def scrub(self, text: str, *, count: bool = True) -> Scrubbed:
+        """``text`` with every secret replaced by its redaction, and the findings; each
+        counted in :attr:`counts` unless ``count`` is false (a comparison, not a redaction
+        made: the text is not kept)."""
         findings = self.scan(text)
         if not findings:
             return Scrubbed(text)
@@ -346,7 +348,8 @@ class Scrubber:
         for f in findings:
             parts += (text[pos : f.start], f.redaction)
             pos = f.end
-            self.counts[f.kind] += 1
+            if count:
+                self.counts[f.kind] += 1
         parts.append(text[pos:])
         return Scrubbed("".join(parts), tuple(findings))
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from bench.secrets_corpus import planted
 from memoryd.client import Client
 from memoryd.core.flushing import MAX_MESSAGE_CHARS, message_dict
 from memoryd.core.transcripts import parse
@@ -233,6 +234,43 @@ async def test_a_rewritten_transcript_holding_a_secret_is_not_appended_twice(hom
         assert again["rewritten"] is True and again["ingested"] == 0 and again["count"] == 2
     ws = resolve_workspace(ws_path, home / "memory")
     assert secret.encode() not in (ws.live_dir / journal_name("sec-1")).read_bytes()
+
+
+@pytest.mark.anyio
+async def test_a_rewritten_transcript_counts_each_redaction_once(home: Path) -> None:
+    """``status`` counts each secret redacted once: re-reading a rewritten transcript
+    compared the messages (redacted) and counted again the ones the session already held,
+    then counted the new ones a second time when they were appended."""
+    ws_path = project(home, "shop")
+    first, second = (
+        p.values[0] for p in planted(per_kind=2, seed=1818) if p.kind == "github-token"
+    )
+
+    def line(text: str) -> bytes:
+        record = {"type": "user", "message": {"role": "user", "content": text}}
+        return json.dumps(record).encode() + b"\n"
+
+    transcript = home / "rewritten.jsonl"
+    transcript.write_bytes(line(f"The bot pushes with {first} today.") + line("It worked."))
+    params = {"session_id": "count-1", "path": str(transcript), "format": "claude-code"}
+    async with in_process_daemon() as d:
+
+        async def redactions() -> int:
+            return int((await d.status())["secrets"]["by_kind"].get("github-token", 0))
+
+        before = await redactions()  # the scrubber (and its counts) outlives one daemon
+        read = await d.call("session.ingest", workspace=str(ws_path), **params)
+        assert read["ingested"] == 2 and await redactions() == before + 1
+        # The agent rewrote its transcript: the same two messages (shorter: the mark is past
+        # its end), then a new one holding a second secret.
+        transcript.write_bytes(
+            line(f"The bot pushes with {first} today.") + line(f"Rotated to {second}.")
+        )
+        again = await d.call("session.ingest", **params)
+        assert again["rewritten"] is True and again["ingested"] == 1 and again["count"] == 3
+        assert await redactions() == before + 2
+        held = await d.call("session.ingest", **params)  # nothing new: nothing counted
+        assert held["ingested"] == 0 and await redactions() == before + 2
 
 
 @pytest.mark.anyio

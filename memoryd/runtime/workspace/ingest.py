@@ -195,7 +195,11 @@ def _unseen(
     scrubber: Scrubber, existing: list[Message], candidates: list[Message]
 ) -> list[Message]:
     """The ``candidates`` the session does not hold yet, compared as the session holds its
-    messages: with their secrets redacted."""
-    scrubbed = [dataclasses.replace(m, content=scrubber.scrub(m.content).text) for m in candidates]
+    messages: with their secrets redacted (not counted: the ones kept are counted once, when
+    :meth:`SessionManager.append` redacts them)."""
+    scrubbed = [
+        dataclasses.replace(m, content=scrubber.scrub(m.content, count=False).text)
+        for m in candidates
+    ]
     keep = {id(m) for m in new_messages(existing, scrubbed)}
     return [m for m, c in zip(candidates, scrubbed, strict=True) if id(c) in keep]
