@@ -334,12 +334,12 @@ def append_section(path: Path, section: str) -> None:
     """Append ``section`` to ``path`` after one blank line, atomically.
 
     The file is rewritten whole (current text + separator + section) through
-    :func:`atomic_write_bytes`, so it is never truncated or half-appended; bytes of the
-    current file that are not valid UTF-8 are kept exactly. A missing file is created.
+    :func:`atomic_write_bytes`, so it is never truncated or half-appended; the file keeps
+    its encoding and BOM (a UTF-16 ``MEMORY.md`` stays UTF-16) and bytes of it that do not
+    decode are kept exactly (:func:`decode_exact`). A missing file is created (UTF-8).
     """
-    data = read_bytes(path)
-    current = "" if data is None else data.decode("utf-8", "surrogateescape")
-    atomic_write_text(path, append_note(current, section))
+    current = decode_exact(read_bytes(path) or b"")
+    atomic_write_bytes(path, current.encode(append_note(current.text, section)))
 
 
 def ensure_file(path: Path, template_text: str) -> bool:

@@ -135,6 +135,21 @@ def test_append_section_appends_after_one_blank_line(mem: Path) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("encoding", "bom"), [("utf-16-le", b"\xff\xfe"), ("utf-16-be", b"\xfe\xff")]
+)
+def test_append_section_keeps_a_utf16_file_utf16(mem: Path, encoding: str, bom: bytes) -> None:
+    """``remember`` into a UTF-16 ``MEMORY.md`` (which the index reads) appended UTF-8 bytes:
+    the note read as mojibake and the file no longer decoded."""
+    memory = mem / "MEMORY.md"
+    memory.write_bytes(bom + "# Memory\n\n## Old\n\nkept — ünïcödé\n".encode(encoding))
+    append_section(memory, "## New\n\nthe okapi note")
+    data = memory.read_bytes()
+    assert data.startswith(bom) and data[2:].decode(encoding) == (
+        "# Memory\n\n## Old\n\nkept — ünïcödé\n\n## New\n\nthe okapi note\n"
+    )
+
+
 def test_append_section_keeps_undecodable_bytes(mem: Path) -> None:
     log = mem / "log.md"
     original = b"# Log\n\nlatin-1 caf\xe9 and \xff\xfe junk\n"
