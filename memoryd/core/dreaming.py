@@ -212,6 +212,9 @@ class SessionLog:
 
     name: str
     text: str
+    cut: bool = False
+    """``text`` is only the beginning of a larger log (read up to what a dream can use):
+    never taken whole, never blank."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,7 +263,8 @@ def assemble_input(
     kept, so a newer log is never consolidated before an older one). Blank logs are
     consumed silently. The whole text never exceeds ``max_chars``: to guarantee progress the
     oldest log with text is always taken, cut at a line boundary when it alone does not fit
-    (listed in ``truncated``; the dream archives its whole text). When ``MEMORY.md`` leaves
+    (listed in ``truncated``; the dream archives its whole text); a log read only in part
+    (:attr:`SessionLog.cut`) counts as one that does not fit. When ``MEMORY.md`` leaves
     no room for :data:`MIN_LOG_CHARS` of a log, nothing is sent (``memory_too_large``).
     """
     parts: list[str] = []
@@ -278,12 +282,12 @@ def assemble_input(
     stop = len(logs)
     for i, log in enumerate(logs):
         body = log.text.strip()
-        if not body:
+        if not body and not log.cut:
             consumed.append(log.name)
             continue
         head = f"--- Session: {log.name} ---\n"
         grown = length + (1 if parts else 0) + len(head) + len(body) + 1
-        if grown > max_chars:
+        if grown > max_chars or log.cut:
             if taken_text:
                 stop = i
                 break

@@ -18,7 +18,7 @@ import os
 import secrets
 import stat
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -197,15 +197,10 @@ def file_kind(mode: int) -> str:
     return next((name for test, name in _KINDS if test(mode)), "special file")
 
 
-def read_regular(path: Path, max_bytes: int | None = None) -> FileRead:
-    """Read a regular file without ever blocking on something else (issue #17).
-
-    ``stat`` first (it never blocks), then ``open`` with ``O_NONBLOCK`` and ``fstat`` the
+def _open_regular(path: Path) -> tuple[int, os.stat_result]:
+    """``stat`` first (it never blocks), then ``open`` with ``O_NONBLOCK`` and ``fstat`` the
     descriptor (the path may have been swapped meanwhile): a FIFO, socket or device raises
-    :class:`NotRegularFile` unread (a directory :class:`IsADirectoryError`). At most
-    ``max_bytes`` are read (None: all); a longer file is cut at its last newline within the
-    limit (or at the limit when that part has none) and ``truncated`` is set. Raises OSError.
-    """
+    :class:`NotRegularFile` unread (a directory :class:`IsADirectoryError`)."""
     kind = file_kind(os.stat(path).st_mode)
     if kind == "directory":
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
@@ -218,6 +213,22 @@ def read_regular(path: Path, max_bytes: int | None = None) -> FileRead:
         kind = file_kind(st.st_mode)
         if kind != "regular":
             raise NotRegularFile(path, kind)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st
+
+
+def read_regular(path: Path, max_bytes: int | None = None) -> FileRead:
+    """Read a regular file without ever blocking on something else (issue #17).
+
+    A FIFO, socket or device raises :class:`NotRegularFile` unread (a directory
+    :class:`IsADirectoryError`; see :func:`_open_regular`). At most ``max_bytes`` are read
+    (None: all); a longer file is cut at its last newline within the limit (or at the limit
+    when that part has none) and ``truncated`` is set. Raises OSError.
+    """
+    fd, st = _open_regular(path)
+    try:
         limit = st.st_size + 1 if max_bytes is None else max_bytes + 1
         parts: list[bytes] = []
         got = 0
@@ -236,6 +247,26 @@ def read_regular(path: Path, max_bytes: int | None = None) -> FileRead:
     data = data[:max_bytes]
     cut = data.rfind(b"\n")
     return FileRead(data[: cut + 1] if cut >= 0 else data, st, truncated=True, size=size)
+
+
+def scan_regular(path: Path, keep_bytes: int, consume: Callable[[bytes], object]) -> FileRead:
+    """Read a whole regular file (the checks of :func:`read_regular`) in 1 MiB steps, each
+    handed to ``consume`` (a hash), keeping only its first ``keep_bytes`` bytes — cut
+    exactly there, not at a line: memory stays bounded however large the file.
+    ``truncated``: the file had more. Raises OSError."""
+    fd, st = _open_regular(path)
+    head: list[bytes] = []
+    kept = size = 0
+    try:
+        while part := os.read(fd, _READ_STEP):
+            consume(part)
+            size += len(part)
+            if kept < keep_bytes:
+                head.append(part[: keep_bytes - kept])
+                kept += len(head[-1])
+    finally:
+        os.close(fd)
+    return FileRead(b"".join(head), st, truncated=size > kept, size=size)
 
 
 DECODE_WARNING = "not valid"

@@ -42,7 +42,13 @@ from memoryd.core.dreaming import effective_mtime, is_session_log, last_undoable
 from memoryd.core.replies import DreamUndoReply
 from memoryd.core.times import rfc3339, utc
 from memoryd.errors import MemoryChanged, NotFound, StorageError
-from memoryd.store.files import atomic_write_bytes, read_bytes
+from memoryd.store.files import (
+    FileRead,
+    atomic_write_bytes,
+    read_bytes,
+    scan_regular,
+    storage_error,
+)
 from memoryd.store.layout import Workspace
 
 log = structlog.get_logger(__name__)
@@ -58,6 +64,26 @@ _BACKUP = re.compile(r"\AMEMORY\.\d{8}T\d{6}\.\d{6}Z(?:-\d+)?\.md\Z")
 def digest(data: bytes | None) -> str | None:
     """The content hash (blake3, hex) of a file's bytes; None for a missing file."""
     return None if data is None else blake3(data).hexdigest()
+
+
+def read_hashed(path: Path, keep_bytes: int) -> tuple[str, FileRead] | None:
+    """The :func:`digest` of the whole file at ``path`` and its first ``keep_bytes`` bytes,
+    streamed (:func:`~memoryd.store.files.scan_regular`: a 2 GB log is never in memory);
+    None when it is missing. StorageError for anything else, a FIFO included."""
+    hasher = blake3()
+    try:
+        read = scan_regular(path, keep_bytes, hasher.update)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise storage_error("read", path, exc) from exc
+    return hasher.hexdigest(), read
+
+
+def file_digest(path: Path) -> str | None:
+    """The :func:`digest` of the file at ``path``, streamed; None when it is missing."""
+    got = read_hashed(path, 0)
+    return None if got is None else got[0]
 
 
 def parse_iso(text: object) -> float | None:
@@ -348,7 +374,7 @@ def plan_clean_up(
         try:
             st = path.stat()
             recent = effective_mtime(st.st_mtime, st.st_ctime, now) > recent_after
-            found = digest(read_bytes(path))
+            found = file_digest(path)
         except FileNotFoundError:
             continue
         except (OSError, StorageError) as exc:
@@ -376,7 +402,7 @@ def archive_unchanged(
     for name, expected in doomed.items():
         path = sessions_dir / name
         try:
-            if digest(read_bytes(path)) != expected:
+            if file_digest(path) != expected:
                 kept.append(name)  # written to at the last moment: keep it
                 continue
             target_dir.mkdir(mode=0o700, parents=True, exist_ok=True)

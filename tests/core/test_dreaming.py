@@ -466,3 +466,13 @@ def test_a_future_mtime_counts_as_when_it_was_set() -> None:
 
 def test_control_characters_are_stripped_from_answers() -> None:
     assert check_answer("## A\nx\x00y\x1b[0m\tz\r\n\x7f\x85").text == "## A\nxy[0m\tz"
+
+
+def test_a_log_read_only_in_part_never_counts_as_fitting_or_blank() -> None:
+    short = SessionLog("2025-01-01-a-00000000.md", "## A\nshort\n", cut=True)
+    first = assemble_input(None, [short], 1000)
+    assert first.consumed == first.truncated == (short.name,)  # taken (progress), cut
+    blank_head = SessionLog("2025-01-02-b-00000000.md", "   \n", cut=True)
+    taken = SessionLog("2025-01-01-x-00000000.md", "## X\nx\n")
+    later = assemble_input(None, [taken, blank_head], 1000)
+    assert later.waiting == (blank_head.name,)  # its text may start after the part read

@@ -7,8 +7,10 @@ a log dated in the future, undo after a note was remembered, and ``remember`` af
 
 from __future__ import annotations
 
+import codecs
 import os
 import time
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -253,3 +255,79 @@ async def test_remember_after_a_dream_goes_above_the_footer(
     lines = text.rstrip("\n").split("\n")
     assert lines[-1].startswith("<!-- dream ")
     assert text.index("## Deploys go through") < text.index("<!-- dream ")
+
+
+# ------------------------------------------------------------------ bounded reading
+
+
+MIB = 1 << 20
+
+
+def huge_log(path: Path, size: int) -> Path:
+    """A session log of ``size`` bytes of real text, written 1 MiB at a time."""
+    line = b"line: the zebrafish build cache grew again on the CI runners\n"
+    chunk = line * (MIB // len(line))
+    with path.open("wb") as handle:
+        handle.write(b"## Huge log\n")
+        while handle.tell() < size:
+            handle.write(chunk)
+    return path
+
+
+def peak_mib(fn: Any) -> tuple[Any, float]:
+    tracemalloc.start()
+    try:
+        out = fn()
+        return out, tracemalloc.get_traced_memory()[1] / MIB
+    finally:
+        tracemalloc.stop()
+
+
+async def test_a_huge_log_is_read_only_as_far_as_a_dream_can_use_it(env: Env) -> None:
+    cap = 20_000
+    small = env.session("2025-01-01-small-aaaaaaaa.md", LOG_TEXT, age_days=3)
+    big = huge_log(env.workspace.sessions_dir / "2025-01-02-huge-bbbbbbbb.md", 64 * MIB)
+    stamp = time.time() - 2 * 86400
+    os.utime(big, (stamp, stamp))
+    newer = env.session("2025-01-03-newer-cccccccc.md", "## Newer\nthe newest fact\n", age_days=1)
+    d = dreamer(env, FakeChatModel([GOOD_ANSWER]), max_input_chars=cap)
+
+    got, peak = peak_mib(d._gather)
+    assert peak < 4, f"gathering took {peak:.1f} MiB"  # not the 64 MiB log
+    assert got.input.consumed == (small.name,)  # as before: the huge log does not fit
+    assert got.input.waiting == (big.name, newer.name)
+    out = await d.run(manual=True)
+    assert out.outcome == "written" and out.consumed == (small.name,)
+    assert big.exists() and newer.exists() and not small.exists()
+
+    # next time the huge log is the oldest: sent cut, archived whole, the newer one waits
+    answer = GOOD_ANSWER + "\n## Huge log\nline: the zebrafish build cache grew again\n"
+    d = dreamer(env, FakeChatModel([answer]), max_input_chars=cap)
+    got, peak = peak_mib(d._gather)
+    assert peak < 4, f"gathering took {peak:.1f} MiB"
+    assert got.input.consumed == got.input.truncated == (big.name,)
+    assert got.input.waiting == (newer.name,)
+    assert 0 < len(got.input.text) <= cap
+    out = await d.run(manual=True)
+    assert out.outcome == "written" and out.truncated == (big.name,)
+    assert not big.exists() and newer.exists()
+    [archived] = (env.workspace.history_dir / "sessions").rglob(big.name)
+    assert archived.stat().st_size >= 64 * MIB
+
+
+async def test_a_memory_file_larger_than_any_input_is_too_large_unread(env: Env) -> None:
+    huge_log(env.workspace.memory_file, 8 * MIB)
+    aged_log(env)
+    d = dreamer(env, FakeChatModel([GOOD_ANSWER]), max_input_chars=20_000)
+    got, peak = peak_mib(d._gather)
+    assert peak < 4 and got.input.memory_too_large
+    out = await d.run(manual=True)
+    assert out.reason == "memory_too_large" and "more than" in (out.detail or "")
+
+
+async def test_a_log_is_decoded_as_the_index_decodes_it(env: Env) -> None:
+    path = env.workspace.sessions_dir / "2025-01-01-utf16-dddddddd.md"
+    path.write_bytes(codecs.BOM_UTF16_LE + LOG_TEXT.encode("utf-16-le"))
+    model = FakeChatModel([GOOD_ANSWER])
+    assert (await dreamer(env, model).run(manual=True)).outcome == "written"
+    assert LOG_TEXT.strip() in model.prompts[0].user

@@ -276,3 +276,18 @@ def test_decode_exact_rewrites_in_the_files_encoding(bom: bytes, text: str, new:
     data = exact.encode(new)
     assert data.startswith(bom) and decode_text(data) == (new, None)
     assert data[len(bom) :].decode(encoding) == new
+
+
+def test_scan_regular_streams_the_whole_file_and_keeps_exactly_its_head(mem: Path) -> None:
+    path = mem / "log.md"
+    data = b"a\n" + b"x" * (3 << 20)
+    path.write_bytes(data)
+    seen: list[bytes] = []
+    read = files.scan_regular(path, 10, seen.append)
+    assert read.data == data[:10] and read.truncated and read.size == len(data)  # not at "\n"
+    assert b"".join(seen) == data and max(len(p) for p in seen) <= 1 << 20
+    whole = files.scan_regular(path, len(data), seen.append)
+    assert whole.data == data and not whole.truncated
+    os.mkfifo(mem / "fifo")
+    with pytest.raises(files.NotRegularFile):
+        files.scan_regular(mem / "fifo", 10, seen.append)

@@ -38,27 +38,22 @@ import dataclasses
 import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import anyio
 import structlog
-from blake3 import blake3
 
 from memoryd.core.config import DreamConfig, SecretsConfig
 from memoryd.core.dreaming import (
     MIN_LOG_CHARS,
     DreamInput,
     GateOutcome,
-    SessionLog,
     adds_log_text,
-    assemble_input,
     check_answer,
     check_gates,
     check_loss,
-    consumed_hashes,
     dream_prompt,
     effective_mtime,
     is_session_log,
@@ -70,6 +65,7 @@ from memoryd.errors import ModelNotConfigured, StorageError, describe_error
 from memoryd.providers.llm import ChatModel
 from memoryd.runtime import failpoints
 from memoryd.runtime.adapters.lockfile import DreamLock, PidChecker, process_alive
+from memoryd.runtime.workspace.dream_gather import Gathered, gather
 from memoryd.runtime.workspace.dream_result import DreamResult, Outcome
 from memoryd.runtime.workspace.filelock import file_lock
 from memoryd.store.files import atomic_write_text, read_bytes
@@ -102,16 +98,6 @@ log = structlog.get_logger(__name__)
 RECENT_SECS = 300.0
 
 Reindex = Callable[[Sequence[Path]], Awaitable[object]]
-
-
-@dataclass(frozen=True, slots=True)
-class _Gathered:
-    input: DreamInput
-    memory_text: str | None
-    memory_hash: str | None
-    log_hashes: dict[str, str]
-    already: dict[str, str]
-    """Logs an earlier dream (not undone) consumed with this very content: name → hash."""
 
 
 class Dreamer:
@@ -313,7 +299,8 @@ class Dreamer:
         inp = got.input
         if inp.memory_too_large:
             detail = (
-                f"MEMORY.md has {inp.memory_chars} characters, which leaves no room for a "
+                f"MEMORY.md has {'more than ' if got.memory_cut else ''}"
+                f"{inp.memory_chars} characters, which leaves no room for a "
                 f"session log within dream.max_input_chars = {self.config.max_input_chars}; "
                 "shorten MEMORY.md or raise dream.max_input_chars"
             )
@@ -372,28 +359,10 @@ class Dreamer:
             result = await anyio.to_thread.run_sync(self._commit, got, verdict.text, settle)
         return dataclasses.replace(result, gates=gate, loss=loss)
 
-    def _gather(self) -> _Gathered:
-        data = read_bytes(self.workspace.memory_file)
-        memory_text = None if data is None else data.decode("utf-8", "replace")
-        consumed_before = consumed_hashes(read_journal(self.workspace.history_dir))
-        found: list[tuple[float, str, bytes]] = []
-        already: dict[str, str] = {}
-        for name, mtime in self._session_mtimes().items():
-            raw = read_bytes(self.workspace.sessions_dir / name)
-            if raw is None:
-                continue
-            hashed = blake3(raw).hexdigest()
-            if hashed in consumed_before:
-                already[name] = hashed  # in MEMORY.md already: never sent twice
-            else:
-                found.append((mtime.timestamp(), name, raw))
-        found.sort()
-        logs = [SessionLog(name, raw.decode("utf-8", "replace")) for _, name, raw in found]
-        hashes = {name: blake3(raw).hexdigest() for _, name, raw in found}
-        inp = assemble_input(memory_text, logs, self.config.max_input_chars)
-        return _Gathered(inp, memory_text, digest(data), hashes, already)
+    def _gather(self) -> Gathered:
+        return gather(self.workspace, self.config.max_input_chars, self._session_mtimes())
 
-    def _commit(self, got: _Gathered, text: str, settle: Callable[[bool], None]) -> DreamResult:
+    def _commit(self, got: Gathered, text: str, settle: Callable[[bool], None]) -> DreamResult:
         ws, inp = self.workspace, got.input
         common: dict[str, Any] = {
             "consumed": inp.consumed,
