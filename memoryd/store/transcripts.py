@@ -27,6 +27,24 @@ MAX_READ_BYTES = 8 * 1024 * 1024
 MAX_LINE_BYTES = 64 * 1024 * 1024
 
 
+Stamp = tuple[int, int, int, int, int]
+"""A file's device, inode, size, mtime and ctime (ns): equal stamps, the same bytes."""
+
+
+def _stamp(info: os.stat_result) -> Stamp:
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
+def file_stamp(path: str) -> Stamp | None:
+    """The transcript's :data:`Stamp` (a ``stat``: nothing is read, nothing blocks), or
+    None when it cannot be had. A transcript whose stamp is the one of its last complete
+    read has nothing new to read."""
+    try:
+        return _stamp(os.stat(path))
+    except OSError:
+        return None
+
+
 @dataclass(frozen=True, slots=True)
 class Chunk:
     data: bytes
@@ -37,6 +55,8 @@ class Chunk:
     size: int
     """The file's size when read."""
     rewritten: bool
+    stamp: Stamp | None = None
+    """The file as it was when read (:func:`file_stamp`)."""
 
     @property
     def more(self) -> bool:
@@ -89,4 +109,4 @@ def read_from(path: str, offset: int, tail: str, *, max_bytes: int | None = None
         raise storage_error("read transcript", Path(path), exc) from exc
     finally:
         os.close(fd)
-    return Chunk(data, offset, before, size, rewritten)
+    return Chunk(data, offset, before, size, rewritten, _stamp(info))

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from bench.secrets_corpus import planted
-from memoryd.client import Client
+from memoryd.client import AsyncClient, Client
 from memoryd.core.flushing import MAX_MESSAGE_CHARS, message_dict
 from memoryd.core.transcripts import parse
 from memoryd.errors import InvalidParams
+from memoryd.runtime.workspace import ingest as ingest_module
 from memoryd.store import transcripts as transcript_files
 from memoryd.store.journal import journal_name, load
 from memoryd.store.layout import resolve_workspace
@@ -333,3 +336,84 @@ def test_scrubbing_a_large_ingest_does_not_stall_the_daemon(
             )
     assert out["ingested"] == 10
     assert max(pings) < 1.0, f"a ping waited {max(pings):.2f} s during the ingest"
+
+
+def claude_line(i: int) -> bytes:
+    """One Claude Code transcript line: a user message (even ``i``) or an assistant one."""
+    text = f"message {i}: the zebrafish cache on runner {i}"
+    if i % 2:
+        message: dict[str, Any] = {"role": "assistant", "content": [{"type": "text", "text": text}]}
+    else:
+        message = {"role": "user", "content": text}
+    return (
+        json.dumps({"type": message["role"], "uuid": f"m{i}", "message": message}) + "\n"
+    ).encode()
+
+
+@pytest.mark.anyio
+async def test_a_flood_of_stop_hooks_reads_the_transcript_once_per_growth(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """50 concurrent ``hook.run`` Stop events for one session, the transcript growing three
+    times meanwhile: every message is journaled exactly once, in order, and the transcript
+    is read at most once per growth (plus one): one ingest runs, one waits, the rest join
+    it, and an ingest of an unchanged transcript reads nothing."""
+    ws_path = project(home, "shop")
+    transcript = home / "flood.jsonl"
+    transcript.write_bytes(b"".join(claude_line(i) for i in range(10)))
+    reads: list[float] = []
+    real_read = ingest_module._read_and_parse
+
+    def spy(*args: Any) -> Any:
+        reads.append(time.perf_counter())
+        return real_read(*args)
+
+    monkeypatch.setattr(ingest_module, "_read_and_parse", spy)
+    sid, total, growths = "flood-1", 10, 0
+    event = {
+        "session_id": sid,
+        "transcript_path": str(transcript),
+        "cwd": str(ws_path),
+        "hook_event_name": "Stop",
+    }
+    async with in_process_daemon() as d:
+
+        async def fire(delay: float) -> None:
+            await anyio.sleep(delay)
+            async with AsyncClient(d.socket, timeout=30.0) as client:
+                await client.request("hook.run", {"agent": "claude-code", "event": event})
+
+        async def grow() -> None:  # the agent writes on during the flood
+            nonlocal total, growths
+            while not reads:  # noqa: ASYNC110 - waits for the daemon's first read
+                await anyio.sleep(0.005)
+            for _ in range(3):
+                await anyio.sleep(0.04)
+                with transcript.open("ab") as handle:
+                    handle.write(b"".join(claude_line(i) for i in range(total, total + 5)))
+                total, growths = total + 5, growths + 1
+
+        started = time.perf_counter()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(grow)
+            for n in range(50):
+                tg.start_soon(fire, n * 0.006)
+        replied = time.perf_counter() - started
+        actor = await d.daemon.supervisor.actor_for_session(sid)
+        with anyio.fail_after(20):
+            while actor.ingests.running or len(actor.sessions.messages(sid)) < total:  # noqa: ASYNC110 - polls the daemon under test
+                await anyio.sleep(0.01)
+        settled = max(reads) - started
+        await anyio.sleep(0.3)  # a straggling ingest would show by now
+        messages = actor.sessions.messages(sid)
+    print(
+        f"50 hooks: replied {replied * 1e3:.0f} ms, read {settled * 1e3:.0f} ms, reads {len(reads)}"
+    )
+    assert [m.content for m in messages] == [
+        f"message {i}: the zebrafish cache on runner {i}" for i in range(total)
+    ]
+    state = load(resolve_workspace(ws_path, home / "memory").live_dir / journal_name(sid))
+    assert state is not None and [m.message.content for m in state.messages] == [
+        m.content for m in messages
+    ]
+    assert len(reads) <= 2 + growths, f"{len(reads)} reads for {growths} growths"

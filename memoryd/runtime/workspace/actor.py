@@ -11,6 +11,7 @@ and the supervisor restarts it with backoff. A request that fails never stops th
 
 from __future__ import annotations
 
+import functools
 import shutil
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -58,6 +59,7 @@ from memoryd.providers.llm import ChatModel
 from memoryd.runtime.adapters.watcher import watch_memory, workspace_targets
 from memoryd.runtime.workspace import purge
 from memoryd.runtime.workspace.calibrate import calibrate
+from memoryd.runtime.workspace.coalesce import Coalescer
 from memoryd.runtime.workspace.dreamer import Dreamer
 from memoryd.runtime.workspace.ingest import Ingestor
 from memoryd.runtime.workspace.memory import WorkspaceMemory
@@ -107,6 +109,8 @@ class WorkspaceActor:
         self.next_dream_check: float | None = None
         self._config_changed: anyio.Event | None = None
         self._tg: anyio.abc.TaskGroup | None = None
+        self.ingests: Coalescer[tuple[str, str, str]] = Coalescer()
+        """Background reads of one transcript into one session: one runs, one waits."""
         self.clock = clock
         self._watch = watch
         self.watcher: WatcherMode = "starting"
@@ -448,9 +452,14 @@ class WorkspaceActor:
         (``after="flush"``, trigger ``pre_compaction``), close it (``after="close"``) or
         both (``after="flush_close"``, trigger ``manual``: ``memoryd ingest --flush``).
         With ``background`` the reply (``{accepted}``) does not wait: the work runs in the
-        actor's task group and its failures are logged."""
+        actor's task group and its failures are logged; plain reads of one transcript
+        coalesce (:attr:`ingests`)."""
         with self._request(write=True):
             self.sessions.is_subagent(session_id)  # NotFound now, not in the background
+            if background and self._tg is not None and path is not None and after is None:
+                job = functools.partial(self._ingest_job, session_id, path, fmt, None)
+                self.ingests.request((session_id, path, fmt), self._tg, job)
+                return {"accepted": True}
             if background and self._tg is not None:
                 self._tg.start_soon(self._ingest_job, session_id, path, fmt, after)
                 return {"accepted": True}

@@ -6,7 +6,10 @@ parses it (:mod:`memoryd.core.transcripts`) and appends the messages through
 :meth:`SessionManager.append` — the very path of ``session.append`` (journal, idle timer,
 flush, close) — with the transcript's new mark on the same journal line. The token usage
 the transcript reports goes to :meth:`SessionManager.usage`, so the ``pre_compaction``
-trigger works for agents too. Ingests of one session run one at a time.
+trigger works for agents too. Ingests of one session run one at a time; a transcript whose
+:func:`~memoryd.store.transcripts.file_stamp` is the one of its last read to the end is not
+read again (the actor coalesces a flood of hook reads:
+:class:`~memoryd.runtime.workspace.coalesce.Coalescer`).
 
 A transcript that was rewritten (shorter than the mark, or changed before it) is read again
 from its start and only the messages the session does not hold yet are appended. The mark
@@ -33,7 +36,7 @@ from memoryd.store import ingested
 from memoryd.store import transcripts as transcript_files
 from memoryd.store.journal import IngestMark
 from memoryd.store.layout import Workspace
-from memoryd.store.transcripts import Chunk, read_from, tail_hash
+from memoryd.store.transcripts import Chunk, Stamp, file_stamp, read_from, tail_hash
 
 log = structlog.get_logger(__name__)
 
@@ -51,6 +54,8 @@ class Ingestor:
         self.workspace = workspace
         self.max_tool_chars = max_tool_chars
         self._locks: dict[str, anyio.Lock] = {}
+        self._read_whole: dict[tuple[str, str], Stamp] = {}
+        """(session, transcript) → the transcript's stamp when it was last read to its end."""
         self._registry: tuple[tuple[int, int, int], dict[str, IngestMark]] | None = None
         self._registry_file = ingested.Registry(workspace.dir)
         self.log = log.bind(workspace=workspace.key.dirname)
@@ -90,6 +95,13 @@ class Ingestor:
         async with self._lock(session_id):
             started = time.perf_counter()
             mark = self.sessions.ingest_mark(session_id, path)
+            seen = self._read_whole.pop((session_id, path), None)
+            if mark is not None and seen is not None:
+                if await anyio.to_thread.run_sync(file_stamp, path) == seen:
+                    self._read_whole[(session_id, path)] = seen  # unchanged: nothing to read
+                    count = len(self.sessions.messages(session_id))
+                    offset = mark.offset
+                    return {"ingested": 0, "count": count, "offset": offset, "rewritten": False}
             if mark is None:
                 mark = await self.registered(path) or IngestMark(path, fmt)
             total, rewritten, chunks = 0, False, 0
@@ -149,6 +161,8 @@ class Ingestor:
                         compactions,
                     )
                 if not chunk.more or consumed == 0:
+                    if chunk.stamp is not None:
+                        self._read_whole[(session_id, path)] = chunk.stamp
                     break
             count = len(self.sessions.messages(session_id))
             self.log.info(
@@ -174,6 +188,8 @@ class Ingestor:
     async def closed(self, session_id: str, marks: list[IngestMark]) -> None:
         """Keep the marks of a session that closed (see the module docstring)."""
         self._locks.pop(session_id, None)
+        for key in [k for k in self._read_whole if k[0] == session_id]:
+            del self._read_whole[key]
         if marks:
             await anyio.to_thread.run_sync(self._registry_file.record, marks, session_id)
 
