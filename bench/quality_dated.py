@@ -8,8 +8,10 @@ recent and sharing the answers' everyday words (cache, checkout, database, image
 A search that lets recency outweigh relevance pushes the old answers out of the top 10.
 
 Queries: 20 keyword-style (words from the note), 20 paraphrases (the same need in other
-words) and 10 that must return nothing (topics the team never wrote about, or only words
-every note uses).
+words), 12 identifiers (one code string as a developer pastes it: ``noeviction``,
+``products_v2``, an error message — the lookups where an exact keyword match must come first
+however the vectors see it) and 10 that must return nothing (topics the team never wrote
+about, or only words every note uses).
 """
 
 from __future__ import annotations
@@ -207,6 +209,22 @@ ANSWERS: tuple[tuple[str, str, str, int, str, str], ...] = (
     ),
 )
 
+# (key of the answer, the identifier as it appears in the note)
+IDENTIFIERS: tuple[tuple[str, str], ...] = (
+    ("redis", "noeviction"),
+    ("cron", "Europe/Berlin"),
+    ("pgbouncer", "prepared statement does not exist"),
+    ("thumbs", "WebP"),
+    ("playwright", "reducedMotion"),
+    ("crowdin", "locales/*.json"),
+    ("alias", "products_v2"),
+    ("celery", "max_tasks_per_child"),
+    ("dark", "prefers-color-scheme"),
+    ("maps", "MapLibre"),
+    ("cents", "ISO 4217"),
+    ("nvmrc", ".nvmrc"),
+)
+
 NOTHING: tuple[str, ...] = (
     "kubernetes helm chart upgrade",
     "GraphQL federation gateway schema stitching",
@@ -295,5 +313,6 @@ def quality_set() -> QualitySet:
     }
     queries = [SetQuery(kw, key, "keyword") for key, _, _, _, kw, _ in ANSWERS]
     queries += [SetQuery(para, key, "paraphrase") for key, _, _, _, _, para in ANSWERS]
+    queries += [SetQuery(ident, key, "identifier") for key, ident in IDENTIFIERS]
     queries += [SetQuery(text, None, "nothing") for text in NOTHING]
     return QualitySet("dated", files, facts, tuple(queries))

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-Kind = Literal["keyword", "paraphrase", "question", "nothing"]
+Kind = Literal["keyword", "paraphrase", "question", "identifier", "nothing"]
 
 
 @dataclass(frozen=True, slots=True)
