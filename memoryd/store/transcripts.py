@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import blake3
 
-from memoryd.errors import InvalidParams
+from memoryd.errors import InvalidParams, MemorydError
 from memoryd.store.files import storage_error
 
 #: Bytes before the offset whose hash detects a rewritten transcript.
@@ -28,7 +29,19 @@ MAX_LINE_BYTES = 64 * 1024 * 1024
 
 
 Stamp = tuple[int, int, int, int, int]
-"""A file's device, inode, size, mtime and ctime (ns): equal stamps, the same bytes."""
+"""A file's device, inode, size, mtime and ctime (ns): equal stamps, the same bytes — once
+the file's last change is older than :data:`COARSE_NS` (see :func:`settled`)."""
+
+#: How coarse a file system's timestamps may be (FAT: 2 s; ext3, HFS+: 1 s; a kernel tick
+#: anywhere): a file changed again within this time of a change may keep its stamp.
+COARSE_NS = 2_000_000_000
+
+
+def settled(stamp: Stamp, taken_ns: int) -> bool:
+    """A change of the file after ``taken_ns`` (wall clock, ns, read before the ``stat``
+    that gave ``stamp``) changes its stamp: its last change is older than that by more than
+    :data:`COARSE_NS`. A same-size rewrite just after a read may otherwise keep the stamp."""
+    return max(stamp[3], stamp[4]) < taken_ns - COARSE_NS
 
 
 def _stamp(info: os.stat_result) -> Stamp:
@@ -57,6 +70,8 @@ class Chunk:
     rewritten: bool
     stamp: Stamp | None = None
     """The file as it was when read (:func:`file_stamp`)."""
+    stamped_ns: int = 0
+    """The wall clock just before :attr:`stamp` was taken (:func:`settled`)."""
 
     @property
     def more(self) -> bool:
@@ -93,6 +108,7 @@ def read_from(path: str, offset: int, tail: str, *, max_bytes: int | None = None
     except OSError as exc:
         raise storage_error("open transcript", Path(path), exc) from exc
     try:
+        stamped_ns = time.time_ns()
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise InvalidParams(f"transcript {path} is not a regular file", param="path")
@@ -109,4 +125,23 @@ def read_from(path: str, offset: int, tail: str, *, max_bytes: int | None = None
         raise storage_error("read transcript", Path(path), exc) from exc
     finally:
         os.close(fd)
-    return Chunk(data, offset, before, size, rewritten, _stamp(info))
+    return Chunk(data, offset, before, size, rewritten, _stamp(info), stamped_ns)
+
+
+def unchanged_since(path: str, stamp: Stamp, stamped_ns: int, offset: int, tail: str) -> int | None:
+    """Whether the transcript read to ``offset`` (its end) when its stamp was ``stamp``
+    (taken at ``stamped_ns``) is unchanged: the wall clock its :data:`Stamp` was last
+    checked at, or None when it may have changed (read it). An equal stamp is enough once
+    :func:`settled`; before, the bytes before ``offset`` are checked too, as
+    :func:`read_from` checks them."""
+    if file_stamp(path) != stamp:
+        return None
+    if settled(stamp, stamped_ns):
+        return stamped_ns
+    try:
+        chunk = read_from(path, offset, tail, max_bytes=1)
+    except MemorydError:
+        return None  # the read proper says why
+    if chunk.rewritten or chunk.data or chunk.stamp != stamp:
+        return None
+    return chunk.stamped_ns

@@ -417,3 +417,57 @@ async def test_a_flood_of_stop_hooks_reads_the_transcript_once_per_growth(
         m.content for m in messages
     ]
     assert len(reads) <= 2 + growths, f"{len(reads)} reads for {growths} growths"
+
+
+@pytest.mark.anyio
+async def test_a_same_size_rewrite_within_the_timestamp_granularity_is_read(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a file system whose timestamps are coarse (whole seconds: ext3, HFS+; 2 s: FAT;
+    a kernel tick anywhere) a transcript rewritten to the same size right after an ingest
+    read it keeps its stamp: the rewrite must still be read, not skipped as unchanged."""
+    ws_path = project(home, "shop")
+    transcript = home / "coarse.jsonl"
+
+    class Coarse:  # the stat of a file system with one-second timestamps
+        def __init__(self, st: os.stat_result) -> None:
+            self._st = st
+            self.st_mtime_ns = st.st_mtime_ns // 10**9 * 10**9
+            self.st_ctime_ns = st.st_ctime_ns // 10**9 * 10**9
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._st, name)
+
+    class CoarseOs:  # the transcript reader's view of the OS
+        def __getattr__(self, name: str) -> Any:
+            return getattr(os, name)
+
+        def stat(self, path: str) -> Any:
+            return Coarse(os.stat(path))
+
+        def fstat(self, fd: int) -> Any:
+            return Coarse(os.fstat(fd))
+
+    monkeypatch.setattr(transcript_files, "os", CoarseOs())
+    async with in_process_daemon() as d:
+        for attempt in range(5):  # all within one second: retried when it straddles two
+            sid = f"coarse-{attempt}"
+            params = {"session_id": sid, "path": str(transcript), "format": "claude-code"}
+            await anyio.sleep(1.02 - time.time() % 1)
+            transcript.write_bytes(b"".join(claude_line(i) for i in range(4)))
+            first = await d.call("session.ingest", workspace=str(ws_path), **params)
+            assert first["ingested"] == 4
+            before = transcript_files.file_stamp(str(transcript))
+            rewritten = b"".join(claude_line(i) for i in range(4)).replace(
+                b"message 3", b"massage 3"
+            )
+            with transcript.open("r+b") as handle:  # in place: same inode, same size
+                handle.write(rewritten)
+            if transcript_files.file_stamp(str(transcript)) != before:
+                continue  # a second went by: the stamps differ anyway
+            again = await d.call("session.ingest", **params)
+            assert again["rewritten"] is True and again["ingested"] == 1
+            actor = await d.daemon.supervisor.actor_for_session(sid)
+            assert actor.sessions.messages(sid)[-1].content.startswith("massage 3")
+            return
+    pytest.fail("no rewrite within one second of its read in 5 attempts")

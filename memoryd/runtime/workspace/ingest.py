@@ -8,8 +8,10 @@ flush, close) — with the transcript's new mark on the same journal line. The t
 the transcript reports goes to :meth:`SessionManager.usage`, so the ``pre_compaction``
 trigger works for agents too. Ingests of one session run one at a time; a transcript whose
 :func:`~memoryd.store.transcripts.file_stamp` is the one of its last read to the end is not
-read again (the actor coalesces a flood of hook reads:
-:class:`~memoryd.runtime.workspace.coalesce.Coalescer`).
+read again (:func:`~memoryd.store.transcripts.unchanged_since`; within 2 s of its last
+change a coarse timestamp may hide a same-size rewrite, so the bytes before the mark are
+checked as a read checks them). The actor coalesces a flood of hook reads
+(:class:`~memoryd.runtime.workspace.coalesce.Coalescer`).
 
 A transcript that was rewritten (shorter than the mark, or changed before it) is read again
 from its start and only the messages the session does not hold yet are appended. The mark
@@ -36,7 +38,7 @@ from memoryd.store import ingested
 from memoryd.store import transcripts as transcript_files
 from memoryd.store.journal import IngestMark
 from memoryd.store.layout import Workspace
-from memoryd.store.transcripts import Chunk, Stamp, file_stamp, read_from, tail_hash
+from memoryd.store.transcripts import Chunk, Stamp, read_from, tail_hash, unchanged_since
 
 log = structlog.get_logger(__name__)
 
@@ -54,8 +56,9 @@ class Ingestor:
         self.workspace = workspace
         self.max_tool_chars = max_tool_chars
         self._locks: dict[str, anyio.Lock] = {}
-        self._read_whole: dict[tuple[str, str], Stamp] = {}
-        """(session, transcript) → the transcript's stamp when it was last read to its end."""
+        self._read_whole: dict[tuple[str, str], tuple[Stamp, int]] = {}
+        """(session, transcript) → the transcript's stamp when it was last read to its end,
+        and the wall clock (ns) it was taken at."""
         self._registry: tuple[tuple[int, int, int], dict[str, IngestMark]] | None = None
         self._registry_file = ingested.Registry(workspace.dir)
         self.log = log.bind(workspace=workspace.key.dirname)
@@ -97,8 +100,11 @@ class Ingestor:
             mark = self.sessions.ingest_mark(session_id, path)
             seen = self._read_whole.pop((session_id, path), None)
             if mark is not None and seen is not None:
-                if await anyio.to_thread.run_sync(file_stamp, path) == seen:
-                    self._read_whole[(session_id, path)] = seen  # unchanged: nothing to read
+                checked = await anyio.to_thread.run_sync(
+                    unchanged_since, path, *seen, mark.offset, mark.tail
+                )
+                if checked is not None:  # unchanged: nothing to read
+                    self._read_whole[(session_id, path)] = (seen[0], checked)
                     count = len(self.sessions.messages(session_id))
                     offset = mark.offset
                     return {"ingested": 0, "count": count, "offset": offset, "rewritten": False}
@@ -162,7 +168,7 @@ class Ingestor:
                     )
                 if not chunk.more or consumed == 0:
                     if chunk.stamp is not None:
-                        self._read_whole[(session_id, path)] = chunk.stamp
+                        self._read_whole[(session_id, path)] = (chunk.stamp, chunk.stamped_ns)
                     break
             count = len(self.sessions.messages(session_id))
             self.log.info(
