@@ -15,6 +15,7 @@ from __future__ import annotations
 import codecs
 import errno
 import os
+import re
 import secrets
 import stat
 import tempfile
@@ -74,13 +75,18 @@ def storage_error(action: str, path: Path, exc: OSError) -> StorageError:
     return error(f"cannot {action} {path}: {detail}", path=str(path), errno=name or None)
 
 
+#: Lone surrogates ``surrogateescape`` cannot write back (it writes U+DC80–U+DCFF only).
+_UNENCODABLE = re.compile("[\ud800-\udc7f\udd00-\udfff]")
+
+
 def _encode(text: str) -> bytes:
     # surrogateescape gives back bytes that read_bytes decoding preserved; any other lone
-    # surrogate (e.g. from a JSON client) is replaced rather than failing the write.
+    # surrogate (e.g. from a JSON client) is replaced by "?" rather than failing the write —
+    # it alone: the rest of the text, the preserved bytes included, is written as it is.
     try:
         return text.encode("utf-8", "surrogateescape")
     except UnicodeEncodeError:
-        return text.encode("utf-8", "replace")
+        return _UNENCODABLE.sub("?", text).encode("utf-8", "surrogateescape")
 
 
 def _write_temp(path: Path, data: bytes) -> str:

@@ -6,9 +6,10 @@ confluence state), leaving out SQLite files, the embedding cache and lock files.
 :func:`scan_file` finds the secrets in one (line, kind, fingerprint — never the value);
 :func:`redact_file` rewrites it atomically with each secret replaced by its redaction. A
 ``.jsonl`` file is redacted line by line through its decoded JSON strings (an escaped
-``\\n`` inside a PEM block stays valid JSON); other files as text. A file is decoded as the
-indexer decodes it (UTF-8, or the UTF-16 LE/BE its BOM names: a secret search finds is a
-secret the scan finds) and rewritten in its own encoding, BOM and undecodable bytes kept.
+``\\n`` inside a PEM block stays valid JSON, a lone surrogate stays a ``\\u`` escape); other
+files as text. A file is decoded as the indexer decodes it (UTF-8, or the UTF-16 LE/BE its
+BOM names: a secret search finds is a secret the scan finds) and rewritten in its own
+encoding, BOM and undecodable bytes kept (those of a JSON line rewritten become escapes).
 
 :func:`compact_index` clears what SQLite keeps of deleted rows: FTS5 segments are merged
 (``optimize``), free pages dropped (``VACUUM``) and the WAL truncated, so a purged secret is
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -147,8 +149,19 @@ def redacted_text(text: str, scrubber: Scrubber, *, jsonl: bool = False) -> str:
             continue
         cleaned = _scrub_json(record, scrubber)
         if cleaned != record:
-            lines[i] = json.dumps(cleaned, ensure_ascii=False, separators=(",", ":"))
+            dumped = json.dumps(cleaned, ensure_ascii=False, separators=(",", ":"))
+            lines[i] = _LONE_SURROGATE.sub(_escaped, dumped)
     return "\n".join(lines)
+
+
+#: A lone surrogate in JSON text: ``json.dumps(ensure_ascii=False)`` writes it raw.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    """A lone surrogate as its JSON escape: the line stays valid JSON of the same value in
+    any encoding (raw, UTF-8 cannot write it and UTF-16 would write an invalid unit)."""
+    return f"\\u{ord(match.group()):04x}"
 
 
 def redact_file(path: Path, scrubber: Scrubber) -> int:
