@@ -11,7 +11,7 @@ from pathlib import Path
 from bench.secrets_corpus import planted
 from memoryd.core.secrets import scrubber
 from memoryd.store.files import append_section
-from memoryd.store.secretscan import redact_file
+from memoryd.store.secretscan import redact_file, redacted_text
 
 SECRET = next(p.values[0] for p in planted(per_kind=1, seed=3) if p.kind == "github-token")
 LATIN1 = b'{"content":"caf\xe9 au lait"}\n'  # not UTF-8: kept as it is
@@ -50,3 +50,12 @@ def test_a_lone_surrogate_appended_keeps_the_files_other_bytes(tmp_path: Path) -
     memory.write_bytes(b"# Memory\n\nThe caf\xe9 menu.\n")
     append_section(memory, "## Note\n\nbad \ud800 char")
     assert memory.read_bytes() == b"# Memory\n\nThe caf\xe9 menu.\n\n## Note\n\nbad ? char\n"
+
+
+def test_a_redacted_journal_line_with_a_lone_surrogate_encodes_as_the_journal_does() -> None:
+    """The purge of an open session's journal encodes the redacted text with
+    ``surrogateescape``: a raw ``\\ud83d`` raised UnicodeEncodeError out of the purge."""
+    text = f"{CUT_EMOJI}\n"
+    data = redacted_text(text, scrubber((), ()), jsonl=True).encode("utf-8", "surrogateescape")
+    value = json.loads(data)["content"]
+    assert value.startswith("a cut emoji \ud83d then [REDACTED:github-token:")
