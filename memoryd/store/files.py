@@ -77,6 +77,9 @@ def storage_error(action: str, path: Path, exc: OSError) -> StorageError:
 
 #: Lone surrogates ``surrogateescape`` cannot write back (it writes U+DC80–U+DCFF only).
 _UNENCODABLE = re.compile("[\ud800-\udc7f\udd00-\udfff]")
+#: Any lone surrogate: in text that did not come from a file's bytes (a client's, a
+#: model's), no encoding writes one validly.
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _encode(text: str) -> bytes:
@@ -373,9 +376,13 @@ def append_section(path: Path, section: str) -> None:
     The file is rewritten whole (current text + separator + section) through
     :func:`atomic_write_bytes`, so it is never truncated or half-appended; the file keeps
     its encoding and BOM (a UTF-16 ``MEMORY.md`` stays UTF-16) and bytes of it that do not
-    decode are kept exactly (:func:`decode_exact`). A missing file is created (UTF-8).
+    decode are kept exactly (:func:`decode_exact`). A missing file is created (UTF-8). A
+    lone surrogate in ``section`` (a client's ``"\\ud800"``) is written as ``?``: raw it
+    would make the file invalid UTF-16, or UTF-8 (``surrogateescape`` writes U+DCxx as a
+    byte).
     """
     current = decode_exact(read_bytes(path) or b"")
+    section = LONE_SURROGATE.sub("?", section)
     atomic_write_bytes(path, current.encode(append_note(current.text, section)))
 
 

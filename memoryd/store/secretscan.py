@@ -28,7 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from memoryd.core.secrets import Finding, Scrubber
-from memoryd.store.files import ExactText, atomic_write_bytes, decode_exact, read_regular
+from memoryd.store.files import (
+    LONE_SURROGATE,
+    ExactText,
+    atomic_write_bytes,
+    decode_exact,
+    read_regular,
+)
 
 #: Files never scanned: SQLite databases (and their WAL/SHM), locks, the embedding cache.
 SKIPPED_SUFFIXES = (".sqlite", ".sqlite-wal", ".sqlite-shm", ".sqlite-journal", ".lock")
@@ -150,12 +156,8 @@ def redacted_text(text: str, scrubber: Scrubber, *, jsonl: bool = False) -> str:
         cleaned = _scrub_json(record, scrubber)
         if cleaned != record:
             dumped = json.dumps(cleaned, ensure_ascii=False, separators=(",", ":"))
-            lines[i] = _LONE_SURROGATE.sub(_escaped, dumped)
+            lines[i] = LONE_SURROGATE.sub(_escaped, dumped)  # dumps writes them raw
     return "\n".join(lines)
-
-
-#: A lone surrogate in JSON text: ``json.dumps(ensure_ascii=False)`` writes it raw.
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _escaped(match: re.Match[str]) -> str:

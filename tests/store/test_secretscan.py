@@ -59,3 +59,20 @@ def test_a_redacted_journal_line_with_a_lone_surrogate_encodes_as_the_journal_do
     data = redacted_text(text, scrubber((), ()), jsonl=True).encode("utf-8", "surrogateescape")
     value = json.loads(data)["content"]
     assert value.startswith("a cut emoji \ud83d then [REDACTED:github-token:")
+
+
+def test_a_clients_lone_surrogates_appended_leave_the_file_valid(tmp_path: Path) -> None:
+    """``remember`` or a flush summary with a lone surrogate (``"\\ud800"``, ``"\\udce9"``)
+    appended to a UTF-16 ``MEMORY.md`` wrote the surrogate as a raw, invalid UTF-16 unit; to
+    a UTF-8 one, ``"\\udce9"`` became the raw byte 0xE9: either way the file was no longer
+    valid (the index warned about it on every read). They are replaced by ``?``."""
+    wide = tmp_path / "wide.md"
+    wide.write_bytes(codecs.BOM_UTF16_LE + "# Memory\n".encode("utf-16-le"))
+    append_section(wide, "bad \ud800 and \udce9 chars")
+    data = wide.read_bytes()
+    assert data.startswith(codecs.BOM_UTF16_LE)
+    assert data[2:].decode("utf-16-le") == "# Memory\n\nbad ? and ? chars\n"  # strict
+    narrow = tmp_path / "narrow.md"
+    narrow.write_bytes(b"# Memory\n")
+    append_section(narrow, "bad \udce9 char")
+    assert narrow.read_bytes().decode("utf-8") == "# Memory\n\nbad ? char\n"  # strict
