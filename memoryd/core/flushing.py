@@ -4,14 +4,16 @@ Values in, values out; the caller passes ``now`` and does every read and write.
 
 - :class:`Message` is one transcript message; :func:`parse_messages` checks what a client
   sent to ``session.append``.
-- :func:`flush_window` picks the messages a flush looks at and :func:`flush_prompt` builds
-  the model prompt (a *delta* prompt when an earlier flush of the session stored text).
+- :func:`flush_window` picks the messages a flush looks at (from :func:`window_start` on)
+  and :func:`flush_prompt` builds the model prompt (a *delta* prompt when an earlier flush
+  of the session stored text).
 - :func:`check_flush_answer` decides what of the model's answer is stored;
   :func:`strip_control` (used by it and by the dream's answer check) drops NUL and the other
   control characters except tab and newline from every model answer before it is written.
 - :func:`pre_compaction_due` and :func:`first_flush_of_compaction` are the
   ``pre_compaction`` trigger.
-- :func:`flush_section` and :func:`session_summary` are the text appended to a session log.
+- :func:`flush_section` and :func:`session_summary` are the text appended to a session log;
+  :class:`SessionTally` keeps what the summary and the log's name need as a transcript grows.
 
 **Real user messages.** The session-end summary, its thresholds and the session log's name
 count only *real* user messages: role ``user``, not blank, not a slash command (``/compact``,
@@ -25,8 +27,8 @@ with ``<tool_result``, ``<function_results``, ``<system-reminder``, ``<command-n
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any, Literal, get_args
@@ -140,14 +142,34 @@ def first_user_message(messages: Sequence[Message]) -> str | None:
 # ---------------------------------------------------------------------- window and prompt
 
 
+def window_start(messages: Sequence[Message]) -> int:
+    """Where the flush window of ``messages`` starts: the index of its first message (the
+    window is the non-system messages from there on), ``len(messages)`` when every message
+    is a system message. Scans back from the end: the cost is the window's, not the
+    transcript's.
+
+    The window of a longer transcript (more messages appended) never starts earlier, so no
+    later flush looks at what lies before this index (an open session lets it go)."""
+    start, kept = len(messages), 0
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].role != "system":
+            start, kept = i, kept + 1
+            if kept == WINDOW_MESSAGES:
+                break
+    while start < len(messages) and messages[start].role != "user":
+        earlier = start - 1
+        while earlier >= 0 and messages[earlier].role == "system":
+            earlier -= 1
+        if earlier < 0:
+            break  # no user message earlier: the window starts at the first message
+        start = earlier
+    return start
+
+
 def flush_window(messages: Sequence[Message]) -> list[Message]:
     """What a flush looks at: system messages dropped, the last 20, extended back so that
     the window starts at a user message (or at the first message when none is earlier)."""
-    kept = [m for m in messages if m.role != "system"]
-    start = max(0, len(kept) - WINDOW_MESSAGES)
-    while start > 0 and kept[start].role != "user":
-        start -= 1
-    return kept[start:]
+    return [m for m in messages[window_start(messages) :] if m.role != "system"]
 
 
 FLUSH_SYSTEM_PROMPT = """\
@@ -388,6 +410,62 @@ def _topic(text: str) -> str:
     return line[: TOPIC_CHARS - 1].rstrip() + "…"
 
 
+@dataclass(slots=True)
+class SessionTally:
+    """What the session-end summary and the session log's name need of a whole transcript,
+    kept as it grows: counts, and the first real user messages (the first one whole, for
+    the log name; the first 5 as topics, cut already)."""
+
+    messages: int = 0
+    roles: dict[str, int] = field(default_factory=dict)
+    real_users: int = 0
+    real_user_bytes: int = 0
+    """UTF-8 bytes of the real user messages (stripped), all together."""
+    first_user: str | None = None
+    """The first real user message, stripped (:func:`first_user_message`)."""
+    topics: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, messages: Iterable[Message]) -> SessionTally:
+        tally = cls()
+        tally.add(messages)
+        return tally
+
+    def add(self, messages: Iterable[Message]) -> None:
+        for m in messages:
+            self.messages += 1
+            self.roles[m.role] = self.roles.get(m.role, 0) + 1
+            if not is_real_user_message(m):
+                continue
+            text = m.content.strip()
+            self.real_users += 1
+            self.real_user_bytes += len(text.encode("utf-8", "replace"))
+            if self.first_user is None:
+                self.first_user = text
+            if len(self.topics) < SUMMARY_TOPICS:
+                self.topics.append(_topic(text))
+
+    def summary(self, now: datetime) -> str | None:
+        """:func:`session_summary` of the messages tallied."""
+        if self.real_users < SUMMARY_MIN_USER_MESSAGES:
+            return None
+        if self.real_user_bytes < SUMMARY_MIN_USER_BYTES:
+            return None
+        by_role = ", ".join(f"{r} {self.roles[r]}" for r in ROLES if self.roles.get(r))
+        lines = [
+            "## Session Summary",
+            "",
+            f"- Date: {now.astimezone(UTC).date().isoformat()} (UTC)",
+            f"- Messages: {self.messages} ({by_role})",
+            f"- User messages: {self.real_users}",
+            "",
+            "## Topics Discussed",
+            "",
+        ]
+        lines.extend(f"- {topic}" for topic in self.topics)
+        return "\n".join(lines) + "\n"
+
+
 def session_summary(messages: Sequence[Message], now: datetime) -> str | None:
     """The model-free session-end summary, or None when the session had fewer than 3 real
     user messages or they total fewer than 50 bytes (UTF-8).
@@ -395,25 +473,7 @@ def session_summary(messages: Sequence[Message], now: datetime) -> str | None:
     ``## Session Summary`` (UTC date, message counts by role) and ``## Topics Discussed``
     (the first 5 real user messages, each on one line and cut to 100 characters).
     """
-    real = real_user_messages(messages)
-    if len(real) < SUMMARY_MIN_USER_MESSAGES:
-        return None
-    if sum(len(t.encode("utf-8", "replace")) for t in real) < SUMMARY_MIN_USER_BYTES:
-        return None
-    counts = {role: sum(1 for m in messages if m.role == role) for role in ROLES}
-    by_role = ", ".join(f"{role} {counts[role]}" for role in ROLES if counts[role])
-    lines = [
-        "## Session Summary",
-        "",
-        f"- Date: {now.astimezone(UTC).date().isoformat()} (UTC)",
-        f"- Messages: {len(messages)} ({by_role})",
-        f"- User messages: {len(real)}",
-        "",
-        "## Topics Discussed",
-        "",
-    ]
-    lines.extend(f"- {_topic(t)}" for t in real[:SUMMARY_TOPICS])
-    return "\n".join(lines) + "\n"
+    return SessionTally.of(messages).summary(now)
 
 
 def message_dict(message: Message) -> dict[str, Any]:

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
@@ -529,19 +529,3 @@ def transcript_info(fmt: Format, head: bytes) -> TranscriptInfo:
             cwd = record.get("cwd")
             return TranscriptInfo(record["sessionId"], cwd if isinstance(cwd, str) else None)
     return TranscriptInfo()
-
-
-def new_messages(existing: Sequence[Message], candidates: Sequence[Message]) -> list[Message]:
-    """The ``candidates`` not already in ``existing``, counted as a multiset (a message
-    seen twice in ``existing`` absorbs two equal candidates). For a transcript that was
-    rewritten and is read again from its start: nothing is appended twice."""
-    seen: dict[Message, int] = {}
-    for message in existing:
-        seen[message] = seen.get(message, 0) + 1
-    out: list[Message] = []
-    for message in candidates:
-        if seen.get(message, 0) > 0:
-            seen[message] -= 1
-        else:
-            out.append(message)
-    return out

@@ -115,6 +115,10 @@ class IngestMark:
     at: float = 0.0
 
 
+MessageSink = Callable[[Sequence[JournalMessage]], None]
+"""Takes the messages of a journal as :func:`load` reads them."""
+
+
 @dataclass(frozen=True, slots=True)
 class JournalState:
     """Everything a journal holds, as loaded."""
@@ -132,6 +136,8 @@ class JournalState:
     torn: bool = False
     """The last line was incomplete (a crash mid-write) and was ignored."""
     bad_lines: int = 0
+    complete_bytes: int = 0
+    """The size of the journal's complete lines (where a torn tail is cut off)."""
 
 
 # ---------------------------------------------------------------------- reading
@@ -208,17 +214,22 @@ def _messages(raw: object) -> list[Message] | None:
     return None if None in out else [m for m in out if m is not None]
 
 
-def _parse(path: Path, data: bytes) -> JournalState | None:
-    lines = data.split(b"\n")
-    torn = bool(lines[-1])  # bytes after the last newline: an unacknowledged write
+def _parse(path: Path, lines: Iterable[bytes], sink: MessageSink | None) -> JournalState | None:
+    torn = False
+    complete = 0
     header: JournalHeader | None = None
     messages: list[JournalMessage] = []
+    take = messages.extend if sink is None else sink
     flush = FlushState()
     log_names: dict[str, str] = {}
     ingests: dict[str, IngestMark] = {}
     closed = False
     bad = 0
-    for raw in lines[:-1]:
+    for raw in lines:
+        if not raw.endswith(b"\n"):
+            torn = bool(raw)  # bytes after the last newline: an unacknowledged write
+            break
+        complete += len(raw)
         try:
             record = json.loads(raw)
         except ValueError:
@@ -236,7 +247,7 @@ def _parse(path: Path, data: bytes) -> JournalState | None:
             case "message" if (message := _message(record)) is not None:
                 at = record.get("at")
                 when = float(at) if isinstance(at, int | float) else header.opened_at
-                messages.append(JournalMessage(message, when))
+                take([JournalMessage(message, when)])
             case "flush":
                 flush = _flush(record)
             case "log" if isinstance(record.get("date"), str) and isinstance(
@@ -246,7 +257,8 @@ def _parse(path: Path, data: bytes) -> JournalState | None:
             case "ingest" if (mark := _mark(record)) is not None and (
                 batch := _messages(record.get("messages", []))
             ) is not None:
-                messages.extend(JournalMessage(m, mark.at or header.opened_at) for m in batch)
+                if batch:
+                    take([JournalMessage(m, mark.at or header.opened_at) for m in batch])
                 ingests[mark.path] = mark
             case "closed":
                 closed = True
@@ -254,18 +266,29 @@ def _parse(path: Path, data: bytes) -> JournalState | None:
                 bad += 1
     if header is None:
         return None
-    return JournalState(path, header, tuple(messages), flush, log_names, ingests, closed, torn, bad)
+    return JournalState(
+        path, header, tuple(messages), flush, log_names, ingests, closed, torn, bad, complete
+    )
 
 
-def load(path: Path) -> JournalState | None:
-    """The journal at ``path``, or None when it is missing or has no valid header line."""
+def load(path: Path, sink: MessageSink | None = None) -> JournalState | None:
+    """The journal at ``path``, or None when it is missing or has no valid header line.
+
+    Read a line at a time. With ``sink``, the messages are handed to it as they are read
+    (in order, in batches: a ``message`` record's one, an ``ingest`` record's) instead of
+    being kept in the state (its ``messages`` is then empty): a recovering session keeps
+    only what it holds of a long transcript."""
     try:
-        data = path.read_bytes()
+        with path.open("rb") as handle:
+            return _parse(path, handle, sink)
     except FileNotFoundError:
         return None
     except OSError as exc:
         raise _error("read", path, exc) from exc
-    return _parse(path, data)
+
+
+def _discard(batch: Sequence[JournalMessage]) -> None:
+    """A sink that keeps no message."""
 
 
 def journal_paths(live_dir: Path) -> list[Path]:
@@ -277,8 +300,9 @@ def journal_paths(live_dir: Path) -> list[Path]:
         raise _error("list", live_dir, exc) from exc
 
 
-def load_all(live_dir: Path) -> list[JournalState]:
-    """Every open session's journal in ``live_dir``, oldest first.
+def load_all(live_dir: Path, *, messages: bool = True) -> list[JournalState]:
+    """Every open session's journal in ``live_dir``, oldest first (without ``messages``,
+    their messages are read past, not kept: which sessions to recover).
 
     Journals without a valid header (a crash while one was being created: the open was
     never acknowledged) are skipped and logged; they are replaced when that session is
@@ -286,7 +310,7 @@ def load_all(live_dir: Path) -> list[JournalState]:
     """
     states: list[JournalState] = []
     for path in journal_paths(live_dir):
-        state = load(path)
+        state = load(path, None if messages else _discard)
         if state is None:
             log.warning("journal.unreadable", path=str(path))
             continue
@@ -374,14 +398,15 @@ class Journal:
         self._fd: int | None = None
         self._size = 0
 
-    def open(self, header: JournalHeader) -> JournalState | None:
+    def open(self, header: JournalHeader, sink: MessageSink | None = None) -> JournalState | None:
         """Open for appending; returns the recovered state when a valid journal exists
-        (its torn tail cut off), else creates a new journal with ``header`` → None."""
+        (its torn tail cut off; its messages handed to ``sink`` when given: :func:`load`),
+        else creates a new journal with ``header`` → None."""
         try:
             make_private_dirs(self.live_dir)
         except OSError as exc:
             raise _error("create the directory of", self.path, exc) from exc
-        state = load(self.path)
+        state = load(self.path, sink)
         if state is not None and state.header.session_id != self.session_id:
             raise StorageError(
                 f"journal {self.path} belongs to session {state.header.session_id!r}",
@@ -390,7 +415,7 @@ class Journal:
         if state is not None:
             self._open_fd(create=False)
             if state.torn:
-                self._cut_torn_tail()
+                self._cut_torn_tail(state.complete_bytes)
             return state
         self._open_fd(create=True)
         try:
@@ -420,9 +445,7 @@ class Journal:
             raise _error("open", self.path, exc) from exc
         self._fd = fd
 
-    def _cut_torn_tail(self) -> None:
-        data = self.path.read_bytes()
-        keep = data.rfind(b"\n") + 1
+    def _cut_torn_tail(self, keep: int) -> None:
         assert self._fd is not None
         try:
             os.ftruncate(self._fd, keep)

@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 from memoryd.core.flushing import Message
 from memoryd.core.transcripts import (
     Format,
-    new_messages,
     one_line,
     parse,
     transcript_info,
@@ -156,9 +155,3 @@ def test_transcript_info() -> None:
         "019ad2f1-7c3e-7b20-9a41-5e6f7a8b9c0d",
         "/home/dev/api",
     )
-
-
-def test_new_messages_is_a_multiset_difference() -> None:
-    a, b, c = Message("user", "a"), Message("assistant", "b"), Message("user", "c")
-    assert new_messages([a, b, a], [a, b, a, a, c]) == [a, c]
-    assert new_messages([], [a, a]) == [a, a]

@@ -30,9 +30,10 @@ import anyio
 import structlog
 
 from memoryd.core.flushing import Message
+from memoryd.core.held_transcript import message_digest
 from memoryd.core.replies import IngestReply, UsageReply
 from memoryd.core.secrets import Scrubber
-from memoryd.core.transcripts import Format, Parsed, new_messages, parse
+from memoryd.core.transcripts import Format, Parsed, parse
 from memoryd.runtime.workspace.sessions import SessionManager
 from memoryd.store import ingested
 from memoryd.store import transcripts as transcript_files
@@ -105,7 +106,7 @@ class Ingestor:
                 )
                 if checked is not None:  # unchanged: nothing to read
                     self._read_whole[(session_id, path)] = (seen[0], checked)
-                    count = len(self.sessions.messages(session_id))
+                    count = self.sessions.count(session_id)
                     offset = mark.offset
                     return {"ingested": 0, "count": count, "offset": offset, "rewritten": False}
             if mark is None:
@@ -140,12 +141,11 @@ class Ingestor:
                     if chunk.rewritten:
                         compactions = parsed.compactions
                     rewritten = True
-                    messages = await anyio.to_thread.run_sync(
-                        _unseen,
-                        self.sessions.scrubber,
-                        self.sessions.messages(session_id),
-                        messages,
+                    digests = await anyio.to_thread.run_sync(
+                        _digests, self.sessions.scrubber, messages
                     )
+                    new = self.sessions.unseen(session_id, digests)
+                    messages = [m for m, keep in zip(messages, new, strict=True) if keep]
                 end = chunk.start + consumed
                 new_mark = IngestMark(
                     path,
@@ -170,7 +170,7 @@ class Ingestor:
                     if chunk.stamp is not None:
                         self._read_whole[(session_id, path)] = (chunk.stamp, chunk.stamped_ns)
                     break
-            count = len(self.sessions.messages(session_id))
+            count = self.sessions.count(session_id)
             self.log.info(
                 "session.ingest",
                 session_id=session_id,
@@ -213,15 +213,12 @@ def _read_and_parse(
     return chunk, parsed
 
 
-def _unseen(
-    scrubber: Scrubber, existing: list[Message], candidates: list[Message]
-) -> list[Message]:
-    """The ``candidates`` the session does not hold yet, compared as the session holds its
-    messages: with their secrets redacted (not counted: the ones kept are counted once, when
-    :meth:`SessionManager.append` redacts them)."""
-    scrubbed = [
-        dataclasses.replace(m, content=scrubber.scrub(m.content, count=False).text)
+def _digests(scrubber: Scrubber, candidates: list[Message]) -> list[bytes]:
+    """The digest of each candidate as the session would hold it: with its secrets redacted
+    (not counted: the ones kept are counted once, when :meth:`SessionManager.append`
+    redacts them). The session compares them with the digests of every message it holds
+    (:meth:`SessionManager.unseen`)."""
+    return [
+        message_digest(dataclasses.replace(m, content=scrubber.scrub(m.content, count=False).text))
         for m in candidates
     ]
-    keep = {id(m) for m in new_messages(existing, scrubbed)}
-    return [m for m, c in zip(candidates, scrubbed, strict=True) if id(c) in keep]

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import anyio
 
-from memoryd.core.flushing import first_user_message
 from memoryd.core.workspace import session_log_name
 from memoryd.runtime.workspace.filelock import file_lock
 from memoryd.runtime.workspace.memory import WorkspaceMemory
@@ -52,7 +51,7 @@ class SessionLogs:
         known = s.log_names.get(day.isoformat())
         if known:
             return known
-        first = first_user_message(s.messages)
+        first = s.held.tally.first_user
         taken = TakenLogNames(s, self._sessions.values(), day, self.dir, on_disk)
         return session_log_name(day, first and self._scrub(first), s.session_id, taken)
 

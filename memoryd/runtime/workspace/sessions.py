@@ -1,9 +1,11 @@
 """The working sessions of one workspace: transcripts, flushes, idle timers, summaries (SPEC §7).
 
 :class:`SessionManager` is owned by the workspace's actor (``await tg.start(manager.run)``).
-For each open session it keeps the transcript in memory **and** in the session's journal
+For each open session it keeps the transcript in the session's journal
 (``sessions/.live/<sid>.jsonl``), written and fsynced before an append is acknowledged, so a
-crash loses nothing: :meth:`SessionManager.run` recovers every journal at start.
+crash loses nothing: :meth:`SessionManager.run` recovers every journal at start. Memory
+holds only what a later step needs (:mod:`~memoryd.core.held_transcript`: the flush
+window's tail, counts, digests), so a long session does not grow the daemon.
 
 A **flush** is one model call over the session's recent messages whose checked answer is
 appended to today's session log (``sessions/YYYY-MM-DD-<slug>-<sid8>.md``) under a
@@ -43,7 +45,6 @@ from memoryd.core.flushing import (
     flush_window,
     new_sections,
     pre_compaction_due,
-    session_summary,
 )
 from memoryd.core.params import check_session_id
 from memoryd.core.replies import (
@@ -69,7 +70,7 @@ from memoryd.providers.llm import ChatModel
 from memoryd.runtime import failpoints
 from memoryd.runtime.workspace.idle_close import idle_close_loop
 from memoryd.runtime.workspace.memory import WorkspaceMemory
-from memoryd.runtime.workspace.open_session import OpenSession
+from memoryd.runtime.workspace.open_session import OpenSession, Replay
 from memoryd.runtime.workspace.redaction import redact, redact_messages
 from memoryd.runtime.workspace.session_logs import SessionLogs
 from memoryd.store.journal import FlushState, IngestMark, Journal, JournalHeader, load_all
@@ -138,7 +139,8 @@ class SessionManager:
 
     async def recover(self) -> list[str]:
         """Reopen every session whose journal is in ``sessions/.live``; returns their ids."""
-        states = await anyio.to_thread.run_sync(load_all, self.workspace.live_dir)
+        live = self.workspace.live_dir  # which sessions: their messages are read on open
+        states = await anyio.to_thread.run_sync(lambda: load_all(live, messages=False))
         recovered: list[str] = []
         for state in states:
             sid = state.header.session_id
@@ -202,7 +204,7 @@ class SessionManager:
 
     async def _scrub_messages(self, session_id: str, messages: Sequence[Message]) -> list[Message]:
         """``messages`` with their secrets redacted; a large batch (an ingest read of up to
-        8 MB, a recovered journal) in a worker thread, off the event loop."""
+        8 MB) in a worker thread, off the event loop."""
         args = (self.scrubber, messages, self.log, session_id)
         if sum(len(m.content) for m in messages) <= THREAD_SCRUB_CHARS:
             return redact_messages(*args)
@@ -232,7 +234,7 @@ class SessionManager:
         return {
             "session_id": session_id,
             "log_path": self._rel(path),
-            "messages": len(s.messages),
+            "messages": s.count,
             "resumed": resumed,
         }
 
@@ -249,7 +251,8 @@ class SessionManager:
         journal = Journal(self.workspace.live_dir, session_id)
         now = self.clock()
         header = JournalHeader(str(self.workspace.path), session_id, subagent, now)
-        state = await anyio.to_thread.run_sync(journal.open, header)
+        replay = Replay(self.scrubber, self.log, session_id)  # holds only what memory keeps
+        state = await anyio.to_thread.run_sync(journal.open, header, replay)
         if state is not None and state.closed:
             # The last close wrote its summary but died before removing the journal.
             await anyio.to_thread.run_sync(journal.remove)
@@ -257,16 +260,14 @@ class SessionManager:
         if state is None:
             s = OpenSession(session_id, subagent, now, journal, last_seen=now)
         else:
-            recovered = [m.message for m in state.messages]
-            messages = await self._scrub_messages(session_id, recovered)
-            s = OpenSession.recovered(state, journal, messages)
+            s = OpenSession.recovered(state, journal, replay)
         self._sessions[session_id] = s
         self.log.info(
             "session.open",
             session_id=session_id,
             subagent=s.subagent,
             recovered=state is not None,
-            messages=len(s.messages),
+            messages=s.count,
         )
         if s.unflushed:
             self._arm_idle(s)
@@ -291,7 +292,7 @@ class SessionManager:
                 await s.append(batch, mark, self.clock())
             finally:
                 self._arm_idle(s)
-        return {"count": len(s.messages)}
+        return {"count": s.count}
 
     def most_recent(self) -> str:
         """The open (main-agent) session with the latest activity: what ``session.flush``
@@ -312,9 +313,19 @@ class SessionManager:
     def ingest_marks(self, session_id: str) -> list[IngestMark]:
         return list(self._get(session_id).ingests.values())
 
-    def messages(self, session_id: str) -> list[Message]:
-        """The transcript of an open session so far (a copy)."""
-        return list(self._get(session_id).messages)
+    def count(self, session_id: str) -> int:
+        """How many messages an open session has."""
+        return self._get(session_id).count
+
+    def held_messages(self, session_id: str) -> list[Message]:
+        """The messages of an open session memory still holds (a copy): the flush window's
+        and those after it; the journal has them all."""
+        return list(self._get(session_id).held.tail)
+
+    def unseen(self, session_id: str, digests: Sequence[bytes]) -> list[bool]:
+        """For each :func:`~memoryd.core.held_transcript.message_digest`: True when the
+        open session does not hold that message yet (counted as a multiset)."""
+        return self._get(session_id).held.unseen(digests)
 
     # ------------------------------------------------------------------ triggers
 
@@ -422,7 +433,7 @@ class SessionManager:
         """Run one flush under the session's flush lock and record its outcome."""
         async with s.flush_lock:
             started = time.perf_counter()
-            count = len(s.messages)
+            count = s.count
             try:
                 outcome, path, text = await self._attempt(s, trigger, count)
             except MemorydError as exc:
@@ -496,7 +507,7 @@ class SessionManager:
         model = self._chat_model()
         if count <= s.flush.flushed_through:
             return None
-        window = flush_window(s.messages[:count])
+        window = flush_window(s.held.window_messages(count))
         if not window:
             return None
         system, user = flush_prompt(window, s.flush.last_text)
@@ -534,7 +545,7 @@ class SessionManager:
         try:
             async with s.flush_lock:
                 path: Path | None = None
-                summary = None if s.subagent else session_summary(s.messages, self._now())
+                summary = None if s.subagent else s.held.tally.summary(self._now())
                 if summary is not None:
                     summary = self._scrub(summary, "session.summary", s.session_id)
                 if summary is not None:
@@ -552,10 +563,10 @@ class SessionManager:
         self.log.info(
             "session.close",
             session_id=session_id,
-            messages=len(s.messages),
+            messages=s.count,
             summary_written=path is not None,
         )
-        out: SessionClosed = {"summary_written": path is not None, "messages": len(s.messages)}
+        out: SessionClosed = {"summary_written": path is not None, "messages": s.count}
         if path is not None:
             out["path"] = self._rel(path)
         return out
