@@ -288,7 +288,7 @@ _BOMS = (
 )
 
 
-def _split_bom(data: bytes) -> tuple[bytes, str, bytes]:
+def split_bom(data: bytes) -> tuple[bytes, str, bytes]:
     """``(bom, encoding, body)`` of a memory file's bytes: UTF-8 unless a BOM says otherwise."""
     for bom, name in _BOMS:
         if data.startswith(bom):
@@ -303,7 +303,7 @@ def decode_text(data: bytes) -> tuple[str, str | None]:
     dropped); anything else undecodable gets U+FFFD for each bad byte and the warning
     says how many.
     """
-    _bom, encoding, data = _split_bom(data)
+    _bom, encoding, data = split_bom(data)
     try:
         return data.decode(encoding), None
     except UnicodeDecodeError:
@@ -333,7 +333,7 @@ class ExactText:
 
 def decode_exact(data: bytes) -> ExactText:
     """A memory file's bytes as an :class:`ExactText` (text, encoding and BOM)."""
-    bom, encoding, body = _split_bom(data)
+    bom, encoding, body = split_bom(data)
     if encoding == "utf-8":
         return ExactText(body.decode(encoding, "surrogateescape"), bom, encoding)
     cut = len(body) - len(body) % 2

@@ -331,3 +331,25 @@ async def test_a_log_is_decoded_as_the_index_decodes_it(env: Env) -> None:
     model = FakeChatModel([GOOD_ANSWER])
     assert (await dreamer(env, model).run(manual=True)).outcome == "written"
     assert LOG_TEXT.strip() in model.prompts[0].user
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-16-le"])
+async def test_a_log_opening_with_more_blank_space_than_an_input_still_sends_its_text(
+    env: Env, encoding: str
+) -> None:
+    """A log whose first ``4 * max_input_chars`` bytes are blank lines: the bounded read
+    saw only blank space, so the log was taken with no text, consumed and archived whole
+    (pruned later): its content never reached a dream. Its text after the blank space is
+    sent, cut, as a whole read sent it."""
+    bom = codecs.BOM_UTF16_LE if encoding == "utf-16-le" else b""
+    path = aged_log(env, "2025-01-01-padded-eeeeeeee.md", "")
+    path.write_bytes(bom + ("\n" * 300_000 + LOG_TEXT).encode(encoding))
+    stamp = time.time() - 86400
+    os.utime(path, (stamp, stamp))
+    model = FakeChatModel([GOOD_ANSWER])
+    d = dreamer(env, model, max_input_chars=20_000)
+    got, peak = peak_mib(d._gather)
+    assert peak < 4, f"gathering took {peak:.1f} MiB"
+    assert LOG_TEXT.strip() in got.input.text
+    assert (await d.run(manual=True)).outcome == "written"
+    assert LOG_TEXT.strip() in model.prompts[0].user

@@ -6,18 +6,22 @@ reading) and decoded as the index decodes it (UTF-8, or UTF-16 with a BOM). A co
 is always of the *whole* file, streamed in 1 MiB steps: a hand-made 2 GB log costs a read,
 never 2 GB of memory. A log larger than the input is sent cut — the oldest log with text
 always is, so dreams make progress — and, as :func:`~memoryd.core.dreaming.assemble_input`
-says, archived whole. Once a log does not fit, the later ones wait: they are only hashed
-(a log an earlier dream consumed with this very content is archived unsent).
+says, archived whole; one whose read part is blank space only is read on to its first text
+(:func:`text_after_blank`), never sent empty. Once a log does not fit, the later ones wait:
+they are only hashed (a log an earlier dream consumed with this very content is archived
+unsent).
 """
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 
 from memoryd.core.dreaming import DreamInput, SessionLog, assemble_input, consumed_hashes
-from memoryd.store.files import FileRead, decode_text
+from memoryd.store.files import FileRead, decode_text, scan_regular, split_bom, storage_error
 from memoryd.store.history import read_hashed, read_journal
 from memoryd.store.layout import Workspace
 
@@ -47,6 +51,46 @@ def decoded(read: FileRead) -> str:
     return text[:-1] if read.truncated else text
 
 
+class _TextAfterBlank:
+    """A ``consume`` for :func:`~memoryd.store.files.scan_regular`: the first ``max_chars``
+    + 1 characters after the file's leading blank space, decoded chunk by chunk as
+    :func:`decode_text` decodes the whole (a BOM's encoding, bad bytes replaced)."""
+
+    def __init__(self, max_chars: int) -> None:
+        self.max_chars = max_chars
+        self.decoder: codecs.IncrementalDecoder | None = None
+        self.parts: list[str] = []
+        self.chars = 0
+
+    def __call__(self, data: bytes) -> None:
+        if self.chars > self.max_chars:
+            return
+        if self.decoder is None:  # the first chunk (1 MiB): holds any BOM
+            _bom, encoding, data = split_bom(data)
+            self.decoder = codecs.getincrementaldecoder(encoding)("replace")
+        text = self.decoder.decode(data)
+        if not self.parts:
+            text = text.lstrip()
+        if text:
+            self.parts.append(text[: self.max_chars + 1 - self.chars])
+            self.chars += len(self.parts[-1])
+
+
+def text_after_blank(path: Path, max_chars: int) -> str:
+    """At most ``max_chars`` + 1 characters of the file at ``path`` from its first one that
+    is not blank, streamed: the text of a log whose bounded read held only blank space (a
+    log opening with more blank lines than a read takes is not sent empty, then archived
+    unread). StorageError when it cannot be read."""
+    found = _TextAfterBlank(max_chars)
+    try:
+        scan_regular(path, 0, found)
+    except FileNotFoundError:
+        return ""  # gone since: the cleanup finds it gone too
+    except OSError as exc:
+        raise storage_error("read", path, exc) from exc
+    return "".join(found.parts)
+
+
 def gather(ws: Workspace, max_chars: int, session_mtimes: Mapping[str, datetime]) -> Gathered:
     """Read ``MEMORY.md`` and the logs named in ``session_mtimes`` (name → effective mtime)
     for a dream input of at most ``max_chars`` (blocking: call from a worker thread)."""
@@ -71,6 +115,8 @@ def gather(ws: Workspace, max_chars: int, session_mtimes: Mapping[str, datetime]
             continue
         hashes[name] = hashed
         body = decoded(read).strip()  # as assemble_input takes it
+        if read.truncated and not body and not stopped:
+            body = text_after_blank(ws.sessions_dir / name, max_chars).strip()
         logs.append(SessionLog(name, body, cut=read.truncated or stopped))
         used += len(body)
         if not stopped and used > max_chars:
