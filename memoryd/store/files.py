@@ -135,8 +135,10 @@ def fsync_dir(directory: Path) -> None:
 
     Raises :class:`OSError` — an ``EIO`` means the change may not survive a crash — except
     for the errnos of file systems that cannot fsync a directory at all (``EINVAL`` …).
-    The one directory-fsync policy: every store module that creates or removes a file
-    calls this.
+    The one directory-fsync policy: atomic writes (:func:`atomic_write_bytes`,
+    :func:`ensure_file`) and session journals (created, removed) call this. Not yet the
+    dream history's ``dreams.jsonl`` creation and archive moves, nor the ingest registry's
+    creation: those entries may not survive a crash.
     """
     try:
         _fs.fsync_dir(str(directory))
