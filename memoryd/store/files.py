@@ -136,9 +136,9 @@ def fsync_dir(directory: Path) -> None:
     Raises :class:`OSError` — an ``EIO`` means the change may not survive a crash — except
     for the errnos of file systems that cannot fsync a directory at all (``EINVAL`` …).
     The one directory-fsync policy: atomic writes (:func:`atomic_write_bytes`,
-    :func:`ensure_file`) and session journals (created, removed) call this. Not yet the
-    dream history's ``dreams.jsonl`` creation and archive moves, nor the ingest registry's
-    creation: those entries may not survive a crash.
+    :func:`ensure_file`), session journals (created, removed), the dream history's
+    ``dreams.jsonl`` (created) and log archive moves (both directories), and the ingest
+    registry (created) call this.
     """
     try:
         _fs.fsync_dir(str(directory))

@@ -45,6 +45,7 @@ from memoryd.errors import MemoryChanged, NotFound, StorageError
 from memoryd.store.files import (
     FileRead,
     atomic_write_bytes,
+    fsync_dir,
     read_bytes,
     scan_regular,
     storage_error,
@@ -131,8 +132,11 @@ def prune_backups(history_dir: Path, keep: int) -> None:
 
 def append_journal(history_dir: Path, entry: dict[str, Any]) -> None:
     """Append one JSON line to ``.history/dreams.jsonl`` (one ``write`` with ``O_APPEND``,
-    then fsync). The entry gets a random ``id`` unless it has one."""
+    then fsync; the directories too when the file or ``.history/`` is new, so the entry
+    survives a crash). The entry gets a random ``id`` unless it has one."""
+    new_dir = not history_dir.is_dir()
     history_dir.mkdir(mode=0o700, exist_ok=True)
+    new_file = not (history_dir / JOURNAL).exists()
     line = json.dumps({"id": new_entry_id(), **entry}, ensure_ascii=False) + "\n"
     fd = os.open(
         history_dir / JOURNAL, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600
@@ -142,6 +146,10 @@ def append_journal(history_dir: Path, entry: dict[str, Any]) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+    if new_file:
+        fsync_dir(history_dir)
+    if new_dir:
+        fsync_dir(history_dir.parent)
 
 
 def read_journal(history_dir: Path) -> list[dict[str, Any]]:
@@ -244,11 +252,25 @@ def _restore_logs(ws: Workspace, dream_id: str) -> list[str]:
             target = ws.sessions_dir / f"{name[:-3]}-restored-{dream_id}.md"
         os.replace(source / name, target)
         back.append(target.name)
+    if back:
+        _moves_durable(source, ws.sessions_dir)
     try:
         source.rmdir()
     except OSError:
         pass
     return back
+
+
+def _moves_durable(*directories: Path) -> None:
+    """fsync the directories logs were moved between. A failure is logged, not raised: the
+    move itself is done, and a rename leaves a log whole in one of the two places whatever a
+    crash keeps (consumed logs are known by content hash, so one that comes back is not
+    consumed twice)."""
+    for directory in directories:
+        try:
+            fsync_dir(directory)
+        except OSError as exc:
+            log.warning("dream.move_not_durable", path=str(directory), error=str(exc))
 
 
 def undo_last(
@@ -419,6 +441,8 @@ def archive_unchanged(
         deleted.append(path)
         if after_each is not None:
             after_each()
+    if deleted:
+        _moves_durable(sessions_dir, target_dir)
     return tuple(deleted), tuple(kept)
 
 

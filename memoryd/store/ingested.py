@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
 
-from memoryd.store.files import atomic_write_bytes
+from memoryd.store.files import atomic_write_bytes, fsync_dir
 from memoryd.store.journal import IngestMark
 
 FILE_NAME = "ingested.jsonl"
@@ -69,6 +69,7 @@ def record(workspace_dir: Path, marks: Iterable[IngestMark], session_id: str) ->
         json.dumps({**asdict(m), "session_id": session_id}, ensure_ascii=True).encode() + b"\n"
         for m in marks
     )
+    new_file = not registry_path(workspace_dir).exists()
     fd = os.open(
         registry_path(workspace_dir), os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600
     )
@@ -80,9 +81,11 @@ def record(workspace_dir: Path, marks: Iterable[IngestMark], session_id: str) ->
             lines = b"\n" + lines  # after a torn line: never glued to it
         os.write(fd, lines)
         os.fsync(fd)
-        return size + len(lines)
     finally:
         os.close(fd)
+    if new_file:  # the registry's name too must survive a crash
+        fsync_dir(workspace_dir)
+    return size + len(lines)
 
 
 def compact(workspace_dir: Path) -> int:
