@@ -31,6 +31,7 @@ from tests.runtime.daemon_fixtures import (
     project,
 )
 from tests.support.fake_llm import FakeLLM
+from tests.support.transcript_lines import claude_line
 
 Processes = Callable[..., DaemonProcess]
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "transcripts"
@@ -336,18 +337,6 @@ def test_scrubbing_a_large_ingest_does_not_stall_the_daemon(
             )
     assert out["ingested"] == 10
     assert max(pings) < 1.0, f"a ping waited {max(pings):.2f} s during the ingest"
-
-
-def claude_line(i: int) -> bytes:
-    """One Claude Code transcript line: a user message (even ``i``) or an assistant one."""
-    text = f"message {i}: the zebrafish cache on runner {i}"
-    if i % 2:
-        message: dict[str, Any] = {"role": "assistant", "content": [{"type": "text", "text": text}]}
-    else:
-        message = {"role": "user", "content": text}
-    return (
-        json.dumps({"type": message["role"], "uuid": f"m{i}", "message": message}) + "\n"
-    ).encode()
 
 
 @pytest.mark.anyio

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import json
 import tracemalloc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -30,6 +29,7 @@ from memoryd.runtime.workspace.sessions import SessionManager
 from memoryd.store.files import append_section
 from memoryd.store.journal import journal_name, load
 from tests.runtime.conftest import Env, MemoryFactory
+from tests.support.transcript_lines import claude_line
 
 pytestmark = pytest.mark.anyio
 
@@ -194,15 +194,6 @@ async def test_a_long_session_holds_only_its_flush_window(
         "messages": TOTAL,
         "path": f"{env.workspace.key.dirname}/sessions/{name}",
     }
-
-
-def claude_line(i: int) -> bytes:
-    text = f"message {i}: the zebrafish cache on runner {i}"
-    if i % 2:
-        message: dict[str, Any] = {"role": "assistant", "content": [{"type": "text", "text": text}]}
-    else:
-        message = {"role": "user", "content": text}
-    return (json.dumps({"type": message["role"], "message": message}) + "\n").encode()
 
 
 async def test_a_rewritten_transcript_is_compared_with_every_message_not_only_the_held(
