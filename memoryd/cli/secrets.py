@@ -3,7 +3,8 @@
 ``scan`` lists the secrets already in memory files (file, line, kind, fingerprint — never the
 value); exit status 1 when it found any, so a script or a git hook can stop on it.
 ``purge`` redacts them in place (atomic rewrites, ``.history/`` backups included), drops the
-affected chunks' vectors and embedding-cache entries, and re-syncs the index.
+affected chunks' vectors and embedding-cache entries, and re-syncs the index; exit status 1
+when it left a file unscanned (over 64 MiB), which may still hold secrets, as ``scan`` says.
 """
 
 from __future__ import annotations
@@ -69,10 +70,13 @@ def _scan(args: argparse.Namespace) -> int:
 def _purge(args: argparse.Namespace) -> int:
     with client_for(args, timeout=None) as client:
         result: dict[str, Any] = client.call("secrets.purge", **_target(args))
+    glob = result.get("global")
+    unscanned = bool((glob or {}).get("too_large")) or any(
+        ws.get("too_large") for ws in result["workspaces"]
+    )
     if args.json:
         print_json(result)
-        return EXIT_OK
-    glob = result.get("global")
+        return EXIT_ERROR if unscanned else EXIT_OK
     if glob:
         print(f"global memory: {glob['redacted']} redacted in {len(glob['files'])} file(s)")
         for path in glob.get("too_large", []):
@@ -90,4 +94,4 @@ def _purge(args: argparse.Namespace) -> int:
         print(line)
         for path in ws.get("too_large", []):
             print(f"{path}: not scanned (over 64 MiB): check or remove it by hand")
-    return EXIT_OK
+    return EXIT_ERROR if unscanned else EXIT_OK
