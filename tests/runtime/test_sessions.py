@@ -6,7 +6,7 @@ import dataclasses
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -556,6 +556,24 @@ async def test_close_writes_the_summary_and_removes_the_journal(
     assert mgr.status() == []
     with pytest.raises(NotFound):
         await mgr.append("s1", [user("late")])
+
+
+async def test_a_retried_close_writes_a_summary_holding_a_lone_surrogate_once(
+    env: Env, make: Callable[..., Any]
+) -> None:
+    # A client's "\ud83d" (half an emoji) in a topic line is written "?"; the retry of a close
+    # killed after its summary compares what was written, so it adds no second copy.
+    mgr = await make()
+    await mgr.open("s1")
+    session = mgr._get("s1")
+    summary = "## Session Summary\n\n- fix the \ud83d build\n"
+    day = date(2025, 3, 4)
+    path = await mgr.logs.append(session, summary, day, once=True)
+    again = await mgr.logs.append(session, summary, day, once=True)
+    assert again == path
+    text = path.read_text(encoding="utf-8")
+    assert text.count("## Session Summary") == 1
+    assert "- fix the ? build" in text
 
 
 async def test_close_below_the_thresholds_writes_no_summary(

@@ -19,7 +19,7 @@ from memoryd.core.workspace import session_log_name
 from memoryd.runtime.workspace.filelock import file_lock
 from memoryd.runtime.workspace.memory import WorkspaceMemory
 from memoryd.runtime.workspace.open_session import OpenSession
-from memoryd.store.files import append_section, make_private_dirs, read_text
+from memoryd.store.files import LONE_SURROGATE, append_section, make_private_dirs, read_text
 
 
 class SessionLogs:
@@ -71,7 +71,8 @@ class SessionLogs:
 
         def write() -> None:
             make_private_dirs(path.parent)
-            if once and section.strip() in (read_text(path) or ""):
+            # compared as it would be written: a lone surrogate is written "?"
+            if once and LONE_SURROGATE.sub("?", section).strip() in (read_text(path) or ""):
                 return
             append_section(path, section)
 
