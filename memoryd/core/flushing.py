@@ -68,7 +68,9 @@ _MARKUP_PREFIXES = (
     "[request interrupted",
 )
 _SLASH_COMMAND = re.compile(r"/[A-Za-z][\w:.-]*(?:\s|$)")
-_FLUSH_MARK_LINE = re.compile(r"[ \t]*<!--\s*flush\b.*-->[ \t]*")
+# Anything that looks like a flush mark: a superset of what chunking.flush_marks parses (any
+# white space around it, Unicode spaces included), so an answer cannot forge one.
+_FLUSH_MARK_LINE = re.compile(r"\s*<!--\s*flush\b.*-->\s*")
 _NO_REPLY_NOISE = re.compile(r"[\s_\-*`'\".!,:;()\[\]]+")
 
 
