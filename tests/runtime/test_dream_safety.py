@@ -325,6 +325,22 @@ async def test_a_memory_file_larger_than_any_input_is_too_large_unread(env: Env)
     assert out.reason == "memory_too_large" and "more than" in (out.detail or "")
 
 
+async def test_dream_status_reads_memory_as_far_as_a_dream_could_use_it(env: Env) -> None:
+    # `status` asks every workspace's dream state: a huge MEMORY.md is not read whole.
+    huge_log(env.workspace.memory_file, 64 * MIB)
+    d = dreamer(env, FakeChatModel([]), max_input_chars=20_000)
+    status, peak = peak_mib(d._status)
+    assert peak < 4, f"status took {peak:.1f} MiB"
+    assert status["memory_too_large"] is True and status["memory_chars"] > 20_000
+
+
+async def test_dream_status_counts_a_utf16_memory_file_in_characters(env: Env) -> None:
+    text = "# Memory\n\n## Ünïcode\n" + "fact " * 200
+    env.workspace.memory_file.write_bytes(codecs.BOM_UTF16_LE + text.encode("utf-16-le"))
+    status = await dreamer(env, FakeChatModel([])).status()
+    assert status["memory_chars"] == len(text)
+
+
 async def test_a_log_is_decoded_as_the_index_decodes_it(env: Env) -> None:
     path = env.workspace.sessions_dir / "2025-01-01-utf16-dddddddd.md"
     path.write_bytes(codecs.BOM_UTF16_LE + LOG_TEXT.encode("utf-16-le"))

@@ -65,10 +65,10 @@ from memoryd.errors import ModelNotConfigured, StorageError, describe_error
 from memoryd.providers.llm import ChatModel
 from memoryd.runtime import failpoints
 from memoryd.runtime.adapters.lockfile import DreamLock, PidChecker, process_alive
-from memoryd.runtime.workspace.dream_gather import Gathered, gather
+from memoryd.runtime.workspace.dream_gather import Gathered, gather, read_budget
 from memoryd.runtime.workspace.dream_result import DreamResult, Outcome
 from memoryd.runtime.workspace.filelock import file_lock
-from memoryd.store.files import atomic_write_text, read_bytes
+from memoryd.store.files import atomic_write_text, read_bytes, read_text_capped
 from memoryd.store.history import (
     JOURNAL,
     append_journal,
@@ -519,12 +519,16 @@ class Dreamer:
             stamp = last_settled(entries)
         last = rfc3339(stamp)
         last_run = entries[-1] if entries else None
-        data = read_bytes(self.workspace.memory_file)
-        memory_chars = len(data.decode("utf-8", "replace")) if data is not None else 0
+        # Read as far as a dream could use and decoded as the index does (this runs for every
+        # `status`): a larger file's count is a lower bound, and too large either way.
+        budget = read_budget(self.config.max_input_chars)
+        memory = read_text_capped(self.workspace.memory_file, budget)
+        memory_chars = len(memory[0]) if memory is not None else 0
+        cut = memory is not None and memory[1] is not None
         return {
             "memory_chars": memory_chars,
             "max_input_chars": self.config.max_input_chars,
-            "memory_too_large": memory_chars + MIN_LOG_CHARS > self.config.max_input_chars,
+            "memory_too_large": cut or memory_chars + MIN_LOG_CHARS > self.config.max_input_chars,
             "enabled": self.config.enabled,
             "gates": gate.values(),
             "lock": info.to_dict(),
