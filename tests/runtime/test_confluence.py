@@ -8,6 +8,7 @@ The last tests run it through a real in-process daemon and the CLI.
 
 from __future__ import annotations
 
+import codecs
 import dataclasses
 import itertools
 import json
@@ -373,6 +374,17 @@ async def test_accepted_lessons_are_appended_with_sources_and_found_from_another
         await memory.close()
     [hit] = found.results
     assert (hit.path, hit.source) == ("experience.md", "global")
+
+
+async def test_lessons_appended_to_a_utf16_experience_md_keep_its_text(mem: Root) -> None:
+    mem.workspace("widgets", WIDGETS)
+    older = "# Experience\n\n## Older lessön\n\nKept as it is.\n"
+    mem.experience.write_bytes(codecs.BOM_UTF16_LE + older.encode("utf-16-le"))
+    model = FakeChatModel([answer(LESSON), verdict(True)])
+
+    assert len((await mem.confluence(model).run())["accepted"]) == 1
+    text = files.read_text(mem.experience) or ""
+    assert text.startswith(older + "\n## Give every"), text[:80]
 
 
 async def test_a_lesson_already_in_experience_md_is_not_appended_twice(mem: Root) -> None:

@@ -411,8 +411,8 @@ class Confluence:
         block = cf.render_lessons(lessons, self.clock())
 
         def append() -> GitWriteCheck:
-            data = read_bytes(target)
-            current = cf.EXPERIENCE_HEADER if data is None else data.decode("utf-8", "replace")
+            current = read_text(target)  # decoded as the index decodes it (a UTF-16 BOM too)
+            current = cf.EXPERIENCE_HEADER if current is None else current
             text = f"{current.rstrip()}\n\n{block}\n"
             return write_guarded(target, text)
 
