@@ -22,6 +22,7 @@ import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from memoryd.core.notes import append_note
 from memoryd.errors import ReadOnly, StorageError
@@ -228,6 +229,14 @@ def _open_regular(path: Path) -> tuple[int, os.stat_result]:
         os.close(fd)
         raise
     return fd, st
+
+
+def open_regular(path: Path) -> BinaryIO:
+    """A regular file open for reading as a buffered binary stream (the checks of
+    :func:`_open_regular`: a FIFO, socket or device raises :class:`NotRegularFile`, never
+    blocks). For a reader that goes a line at a time (a session journal). Raises OSError."""
+    fd, _st = _open_regular(path)
+    return os.fdopen(fd, "rb")
 
 
 def read_regular(path: Path, max_bytes: int | None = None) -> FileRead:

@@ -46,7 +46,14 @@ import structlog
 from memoryd.core.flushing import ROLES, Message, message_dict
 from memoryd.core.workspace import LIVE_DIR, SESSIONS_DIR
 from memoryd.errors import StorageError
-from memoryd.store.files import atomic_write_bytes, fsync_dir, make_private_dirs, storage_error
+from memoryd.store.files import (
+    NotRegularFile,
+    atomic_write_bytes,
+    fsync_dir,
+    make_private_dirs,
+    open_regular,
+    storage_error,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -54,6 +61,8 @@ JOURNAL_VERSION = 1
 JOURNAL_SUFFIX = ".jsonl"
 _FILE_MODE = 0o600
 _DIR_MODE = 0o700
+#: A header line is a few hundred bytes (a path, an id); a first line longer is no header.
+HEADER_MAX_BYTES = 64 * 1024
 _PLAIN_SID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 
 
@@ -279,7 +288,7 @@ def load(path: Path, sink: MessageSink | None = None) -> JournalState | None:
     being kept in the state (its ``messages`` is then empty): a recovering session keeps
     only what it holds of a long transcript."""
     try:
-        with path.open("rb") as handle:
+        with open_regular(path) as handle:
             return _parse(path, handle, sink)
     except FileNotFoundError:
         return None
@@ -306,11 +315,18 @@ def load_all(live_dir: Path, *, messages: bool = True) -> list[JournalState]:
 
     Journals without a valid header (a crash while one was being created: the open was
     never acknowledged) are skipped and logged; they are replaced when that session is
-    opened again.
+    opened again. A FIFO, socket or device named like a journal is skipped and logged
+    unread (reading a FIFO would block the recovery for ever); opening that session is a
+    StorageError.
     """
     states: list[JournalState] = []
     for path in journal_paths(live_dir):
-        state = load(path, None if messages else _discard)
+        try:
+            state = load(path, None if messages else _discard)
+        except StorageError as exc:
+            if not isinstance(exc.__cause__, NotRegularFile):
+                raise
+            state = None  # a FIFO, socket or device is never read (it would block)
         if state is None:
             log.warning("journal.unreadable", path=str(path))
             continue
@@ -322,10 +338,12 @@ def load_all(live_dir: Path, *, messages: bool = True) -> list[JournalState]:
 
 
 def read_header(path: Path) -> JournalHeader | None:
-    """Only the header of the journal at ``path`` (cheap: reads the first line)."""
+    """Only the header of the journal at ``path`` (cheap: reads the first line, at most
+    :data:`HEADER_MAX_BYTES`); None when it cannot be read, a FIFO included (never opened
+    for long)."""
     try:
-        with path.open("rb") as handle:
-            first = handle.readline()
+        with open_regular(path) as handle:
+            first = handle.readline(HEADER_MAX_BYTES)
     except OSError:
         return None
     try:

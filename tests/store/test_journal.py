@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -10,12 +11,16 @@ import stat
 import subprocess
 import sys
 import textwrap
+import threading
+import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from memoryd.core.flushing import Message
-from memoryd.errors import StorageError
+from memoryd.errors import MemorydError, StorageError
 from memoryd.store.journal import (
     FlushState,
     Journal,
@@ -24,6 +29,7 @@ from memoryd.store.journal import (
     load,
     load_all,
     open_sessions,
+    read_header,
 )
 
 
@@ -340,3 +346,57 @@ def test_file_systems_that_cannot_sync_a_directory_are_tolerated(
     j.append_messages([Message("user", "a")], at=1.0)
     j.remove()
     assert len(failed) == 2 and not j.path.exists()
+
+
+def _briefly(fifos: list[Path], fn: Callable[..., object], *args: Any, **kw: Any) -> object:
+    """``fn(*args, **kw)`` in a daemon thread, failing after 5 s (a blocked FIFO reader is
+    then released by opening each FIFO's write end and closing it: the test never hangs)."""
+    out: list[object] = []
+
+    def run() -> None:
+        try:
+            out.append(fn(*args, **kw))
+        except MemorydError as exc:
+            out.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(5)
+    if thread.is_alive():
+        for fifo in fifos:
+            with contextlib.suppress(OSError):
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        thread.join(5)
+        pytest.fail(f"{getattr(fn, '__name__', fn)} blocked on a FIFO")
+    return out[0]
+
+
+def test_a_fifo_named_like_a_journal_never_blocks_recovery(live: Path, tmp_path: Path) -> None:
+    """Recovery, the daemon's start and an open read a journal through the regular-file
+    opener: a FIFO in ``sessions/.live`` is skipped (or refused), never opened for long."""
+    j = Journal(live, "real")
+    j.open(header("real"))
+    j.close()
+    fifos = [live / "fifo.jsonl", live / "piped.jsonl"]
+    for fifo in fifos:
+        os.mkfifo(fifo)
+    states = _briefly(fifos, load_all, live, messages=False)
+    assert [s.header.session_id for s in states] == ["real"]  # type: ignore[attr-defined]
+    headers = _briefly(fifos, open_sessions, tmp_path)
+    assert [h.session_id for h in headers] == ["real"]  # type: ignore[attr-defined]
+    opened = _briefly(fifos, Journal(live, "piped").open, header("piped"))
+    assert isinstance(opened, StorageError) and "not a regular file" in str(opened)
+
+
+def test_read_header_reads_a_bounded_first_line(live: Path) -> None:
+    """A journal-named file without a newline is not read whole to find a header."""
+    live.mkdir(parents=True)
+    big = live / "big.jsonl"
+    big.write_bytes(b" " * (16 << 20))
+    tracemalloc.start()
+    try:
+        assert read_header(big) is None
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20
