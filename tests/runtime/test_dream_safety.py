@@ -20,6 +20,7 @@ from memoryd.cli.render import render_dream_status
 from memoryd.core.config import DreamConfig
 from memoryd.errors import MemoryChanged
 from memoryd.providers.llm import FakeChatModel
+from memoryd.runtime.workspace.dream_gather import text_after_blank
 from memoryd.runtime.workspace.dreamer import Dreamer, read_journal
 from memoryd.store.history import backups
 from tests.runtime.conftest import Env, MemoryFactory
@@ -347,6 +348,29 @@ async def test_a_log_is_decoded_as_the_index_decodes_it(env: Env) -> None:
     model = FakeChatModel([GOOD_ANSWER])
     assert (await dreamer(env, model).run(manual=True)).outcome == "written"
     assert LOG_TEXT.strip() in model.prompts[0].user
+
+
+def _bytes_read() -> int:
+    """Bytes this process has read through read(2) and its kin (Linux ``rchar``)."""
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("rchar:"):
+            return int(line.split()[1])
+    raise AssertionError("no rchar in /proc/self/io")
+
+
+@pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="needs Linux /proc/self/io")
+def test_a_blank_headed_log_is_read_on_only_as_far_as_its_first_text(tmp_path: Path) -> None:
+    """The text after a log's blank head is read up to ``max_chars`` + 1 characters, not to
+    the file's end (the gather hashed the whole file already): a 256 MiB log costs 2 MiB."""
+    path = tmp_path / "2025-01-01-padded.md"
+    with path.open("wb") as handle:
+        handle.write(b"\n" * 300_000 + b"the text after the blank head\n" + b"x" * 4096)
+        handle.truncate(256 << 20)  # sparse: cheap to make, 256 MiB to read
+    before = _bytes_read()
+    text = text_after_blank(path, 100)
+    read = _bytes_read() - before
+    assert text == ("the text after the blank head\n" + "x" * 4096)[:101]
+    assert read <= 2 << 20, f"read {read / (1 << 20):.0f} MiB"
 
 
 @pytest.mark.parametrize("encoding", ["utf-8", "utf-16-le"])

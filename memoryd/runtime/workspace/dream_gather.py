@@ -21,7 +21,7 @@ from datetime import datetime
 from pathlib import Path
 
 from memoryd.core.dreaming import DreamInput, SessionLog, assemble_input, consumed_hashes
-from memoryd.store.files import FileRead, decode_text, scan_regular, split_bom, storage_error
+from memoryd.store.files import FileRead, decode_text, open_regular, split_bom, storage_error
 from memoryd.store.history import read_hashed, read_journal
 from memoryd.store.layout import Workspace
 
@@ -51,10 +51,14 @@ def decoded(read: FileRead) -> str:
     return text[:-1] if read.truncated else text
 
 
+#: Bytes read at a time while looking for a log's first text (the first read holds any BOM).
+_STEP = 1 << 20
+
+
 class _TextAfterBlank:
-    """A ``consume`` for :func:`~memoryd.store.files.scan_regular`: the first ``max_chars``
-    + 1 characters after the file's leading blank space, decoded chunk by chunk as
-    :func:`decode_text` decodes the whole (a BOM's encoding, bad bytes replaced)."""
+    """The first ``max_chars`` + 1 characters after a file's leading blank space, fed
+    chunk by chunk and decoded as :func:`decode_text` decodes the whole (a BOM's encoding,
+    bad bytes replaced); :attr:`done` once they are found."""
 
     def __init__(self, max_chars: int) -> None:
         self.max_chars = max_chars
@@ -62,9 +66,11 @@ class _TextAfterBlank:
         self.parts: list[str] = []
         self.chars = 0
 
+    @property
+    def done(self) -> bool:
+        return self.chars > self.max_chars
+
     def __call__(self, data: bytes) -> None:
-        if self.chars > self.max_chars:
-            return
         if self.decoder is None:  # the first chunk (1 MiB): holds any BOM
             _bom, encoding, data = split_bom(data)
             self.decoder = codecs.getincrementaldecoder(encoding)("replace")
@@ -78,12 +84,15 @@ class _TextAfterBlank:
 
 def text_after_blank(path: Path, max_chars: int) -> str:
     """At most ``max_chars`` + 1 characters of the file at ``path`` from its first one that
-    is not blank, streamed: the text of a log whose bounded read held only blank space (a
-    log opening with more blank lines than a read takes is not sent empty, then archived
-    unread). StorageError when it cannot be read."""
+    is not blank, read in 1 MiB steps up to there only (the gather hashed the whole file
+    already): the text of a log whose bounded read held only blank space (a log opening
+    with more blank lines than a read takes is not sent empty, then archived unread).
+    StorageError when it cannot be read (a FIFO included: never opened for long)."""
     found = _TextAfterBlank(max_chars)
     try:
-        scan_regular(path, 0, found)
+        with open_regular(path) as handle:
+            while not found.done and (data := handle.read(_STEP)):
+                found(data)
     except FileNotFoundError:
         return ""  # gone since: the cleanup finds it gone too
     except OSError as exc:
