@@ -461,3 +461,22 @@ async def test_a_same_size_rewrite_within_the_timestamp_granularity_is_read(
             assert actor.sessions.held_messages(sid)[-1].content.startswith("massage 3")
             return
     pytest.fail("no rewrite within one second of its read in 5 attempts")
+
+
+@pytest.mark.anyio
+async def test_a_session_closed_for_idleness_keeps_its_transcript_marks(home: Path) -> None:
+    """An idle close records the session's ingest marks as session.close does: the session
+    resumed under the same id goes on from its mark, not from the transcript's start."""
+    ws_path = project(home, "shop")
+    config = "[flush]\nsession_idle_close_secs = 0.3\n"
+    async with in_process_daemon(config=config) as d:
+        args = {"session_id": "idler", "path": str(CLAUDE), "format": "claude-code"}
+        first = await d.call("session.ingest", workspace=str(ws_path), **args)
+        assert first["ingested"] > 0
+        with anyio.fail_after(15):
+            while True:
+                if not (await d.call("session.list"))["sessions"]:
+                    break  # closed for idleness
+                await anyio.sleep(0.1)
+        again = await d.call("session.ingest", workspace=str(ws_path), **args)
+        assert again["ingested"] == 0 and again["offset"] == CLAUDE.stat().st_size

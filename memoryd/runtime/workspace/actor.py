@@ -98,6 +98,7 @@ class WorkspaceActor:
             self.memory, config, chat_model, clock=clock, on_write=self._on_write
         )
         self.ingestor = Ingestor(self.sessions, workspace, lambda: self.config.flush.max_tool_chars)
+        self.sessions.on_closed = self.ingestor.closed  # idle closes too
         self.dreamer = Dreamer(
             workspace,
             config.dream,
@@ -416,12 +417,7 @@ class WorkspaceActor:
         starts a dream in the background — the reply does not wait for the model."""
         with self._request(write=True):
             subagent = self.sessions.is_subagent(session_id)
-            marks = self.sessions.ingest_marks(session_id)
-            closed = await self.sessions.close(session_id)
-            try:
-                await self.ingestor.closed(session_id, marks)
-            except OSError as exc:  # the session is closed; a resume reads its transcript again
-                self.log.warning("ingest.registry_failed", error=str(exc))
+            closed = await self.sessions.close(session_id)  # its ingest marks kept (on_closed)
             try:
                 gates = await anyio.to_thread.run_sync(
                     lambda: self.dreamer.gates(subagent=subagent, ending_session=session_id)

@@ -192,12 +192,17 @@ class Ingestor:
         return out
 
     async def closed(self, session_id: str, marks: list[IngestMark]) -> None:
-        """Keep the marks of a session that closed (see the module docstring)."""
+        """Keep the marks of a session that closed, by ``session.close`` or for idleness
+        (:attr:`SessionManager.on_closed`; see the module docstring)."""
         self._locks.pop(session_id, None)
         for key in [k for k in self._read_whole if k[0] == session_id]:
             del self._read_whole[key]
-        if marks:
+        if not marks:
+            return
+        try:
             await anyio.to_thread.run_sync(self._registry_file.record, marks, session_id)
+        except OSError as exc:  # the session is closed; a resume reads its transcript again
+            self.log.warning("ingest.registry_failed", error=str(exc))
 
 
 def _read_and_parse(

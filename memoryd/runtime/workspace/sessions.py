@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Literal, TypeVar, assert_never
@@ -114,6 +114,8 @@ class SessionManager:
         self._tg: anyio.abc.TaskGroup | None = None
         self._open_lock = anyio.Lock()
         self.log = log.bind(workspace=memory.workspace.key.dirname)
+        self.on_closed: Callable[[str, list[IngestMark]], Awaitable[None]] | None = None
+        """Told of each session closed (``session.close`` or idle) and its ingest marks."""
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -309,9 +311,6 @@ class SessionManager:
     def ingest_mark(self, session_id: str, path: str) -> IngestMark | None:
         """How far the transcript at ``path`` has been read into an open session."""
         return self._get(session_id).ingests.get(path)
-
-    def ingest_marks(self, session_id: str) -> list[IngestMark]:
-        return list(self._get(session_id).ingests.values())
 
     def count(self, session_id: str) -> int:
         """How many messages an open session has."""
@@ -566,6 +565,8 @@ class SessionManager:
             messages=s.count,
             summary_written=path is not None,
         )
+        if self.on_closed is not None:
+            await self.on_closed(session_id, list(s.ingests.values()))
         out: SessionClosed = {"summary_written": path is not None, "messages": s.count}
         if path is not None:
             out["path"] = self._rel(path)
