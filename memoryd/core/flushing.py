@@ -418,7 +418,6 @@ class SessionTally:
     kept as it grows: counts, and the first real user messages (the first one whole, for
     the log name; the first 5 as topics, cut already)."""
 
-    messages: int = 0
     roles: dict[str, int] = field(default_factory=dict)
     real_users: int = 0
     real_user_bytes: int = 0
@@ -433,9 +432,13 @@ class SessionTally:
         tally.add(messages)
         return tally
 
+    @property
+    def messages(self) -> int:
+        """How many messages were tallied (every one has a role)."""
+        return sum(self.roles.values())
+
     def add(self, messages: Iterable[Message]) -> None:
         for m in messages:
-            self.messages += 1
             self.roles[m.role] = self.roles.get(m.role, 0) + 1
             if not is_real_user_message(m):
                 continue
